@@ -1,0 +1,1 @@
+"""Compile TensorFlow training job specs into Kubernetes manifests."""

@@ -1,0 +1,121 @@
+"""`tfcompile build`: find job files, load them, compile them, and plan the output tree.
+
+This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
+output directory so that the generated kustomizations work wherever the repository is cloned.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
+from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
+
+from .compile import CompiledJob, compile_job
+from .output_tree import Plan, plan
+
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    inputs: Sequence[Path]
+    output: Path
+    overlays: Path
+
+
+def available_overlays(overlays: Path) -> list[str]:
+    """Directories under `overlays` that hold a kustomization."""
+    if not overlays.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in overlays.iterdir()
+        if entry.is_dir() and any((entry / name).is_file() for name in KUSTOMIZATION_NAMES)
+    )
+
+
+def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
+    problems = []
+    for index, name in enumerate(loaded.job.spec.overlays):
+        if name not in available:
+            known = ", ".join(available) if available else "none"
+            problems.append(
+                Problem(
+                    ("spec", "overlays", index),
+                    f"no Kustomize Component {display_path(overlays / name)}/kustomization.yaml; "
+                    f"overlays available there: {known}",
+                )
+            )
+    return problems
+
+
+def _relative(target: Path, start: Path) -> str:
+    return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+
+
+def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
+    """Every job of every input; raises one `SpecError` with the problems of all files."""
+    files = list(dict.fromkeys(discover(inputs)))
+    problems: list[LocatedProblem] = []
+    loaded: list[LoadedJob] = []
+    for path in inputs:
+        if not path.exists():
+            problems.append(LocatedProblem(Location(display_path(path), 1, 1), (),
+                                           "no such file or directory"))
+    if not files and not problems:
+        shown = ", ".join(display_path(path) for path in inputs)
+        problems.append(
+            LocatedProblem(Location(shown, 1, 1), (), "no file with kind: TrainingJob found")
+        )
+    for path in files:
+        if not path.exists():
+            continue
+        try:
+            loaded.extend(load_jobs(path))
+        except SpecError as error:
+            problems.extend(error.problems)
+    seen: dict[str, LoadedJob] = {}
+    for job in loaded:
+        name = job.job.metadata.name
+        if name in seen:
+            first = seen[name].locations.locate(("metadata", "name"))
+            problems.append(
+                job.locate(Problem(("metadata", "name"),
+                                   f"job {name!r} is also defined at {first}; each job needs its "
+                                   "own name (it names the output directory)"))
+            )
+        seen.setdefault(name, job)
+    if problems:
+        raise SpecError(problems)
+    return loaded
+
+
+def compile_all(settings: BuildSettings) -> list[CompiledJob]:
+    """Compile every job found in the inputs, or raise one `SpecError` with every problem."""
+    loaded = load_all(settings.inputs)
+    available = available_overlays(settings.overlays)
+    problems: list[LocatedProblem] = []
+    compiled: list[CompiledJob] = []
+    for job in loaded:
+        overlay_problems = _check_overlays(job, available, settings.overlays)
+        if overlay_problems:
+            problems.extend(job.locate(problem) for problem in overlay_problems)
+            continue
+        directory = settings.output / job.job.metadata.name
+        components = [_relative(settings.overlays / name, directory)
+                      for name in job.job.spec.overlays]
+        try:
+            compiled.append(compile_job(job, _relative(job.source, directory), components))
+        except SpecError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise SpecError(problems)
+    return sorted(compiled, key=lambda job: job.name)
+
+
+def build_plan(settings: BuildSettings) -> Plan:
+    return plan(settings.output, compile_all(settings))

@@ -1,0 +1,170 @@
+"""The StatefulSet of one TensorFlow role: stable pod names, one template, the launcher."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfcompile.spec.loading import Script
+from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
+
+from .. import launcher
+from ..labels import GPU_LABEL, REVISION_ANNOTATION, object_labels, role_selector
+from ..names import role_name
+from ..topology import environment
+from .metadata import object_metadata, template_metadata
+from .service import PORT_NAME
+from .storage import claim_name
+
+CONTAINER_NAME = "tensorflow"
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_VOLUME = "shared"
+SCRATCH_VOLUME = "scratch"
+
+
+def training_command(job: TrainingJob, role: Role, script: Script | None) -> list[str]:
+    """What the launcher runs: the role's command and args, else the job's; with only a
+    script, `python <script>`."""
+    if role.command is not None:
+        return [*role.command, *(role.args or [])]
+    if job.spec.command is not None:
+        command = list(job.spec.command)
+    else:
+        assert script is not None
+        command = ["python", f"{launcher.SCRIPT_DIRECTORY}/{script.file_name}"]
+    arguments = role.args if role.args is not None else job.spec.args
+    return [*command, *arguments]
+
+
+def _environment_entry(name: str, value: EnvironmentValue) -> dict[str, Any]:
+    if value.value is not None:
+        return {"name": name, "value": value.value}
+    if value.secret_key_ref is not None:
+        source, reference = "secretKeyRef", value.secret_key_ref
+    else:
+        assert value.config_map_key_ref is not None
+        source, reference = "configMapKeyRef", value.config_map_key_ref
+    selector: dict[str, Any] = {"name": reference.name, "key": reference.key}
+    if reference.optional:
+        selector["optional"] = True
+    return {"name": name, "valueFrom": {source: selector}}
+
+
+def user_environment(job: TrainingJob, role: Role) -> list[dict[str, Any]]:
+    """The job's env with the role's on top, sorted by name (so key order in the spec does not
+    matter); tfcompile's own variables come first, so these may refer to them with $(VAR)."""
+    merged = {**job.spec.env, **role.env}
+    return [_environment_entry(name, merged[name]) for name in sorted(merged)]
+
+
+def _environment_sources(job: TrainingJob) -> list[dict[str, Any]]:
+    sources = []
+    for source in job.spec.env_from:
+        kind, reference = (
+            ("secretRef", source.secret_ref)
+            if source.secret_ref is not None
+            else ("configMapRef", source.config_map_ref)
+        )
+        assert reference is not None
+        entry: dict[str, Any] = {}
+        if source.prefix:
+            entry["prefix"] = source.prefix
+        selector: dict[str, Any] = {"name": reference.name}
+        if reference.optional:
+            selector["optional"] = True
+        entry[kind] = selector
+        sources.append(entry)
+    return sources
+
+
+def _resources(role: Role) -> dict[str, Any]:
+    requests = dict(role.resources.requests) if role.resources else {}
+    limits = dict(role.resources.limits) if role.resources else {}
+    if role.gpus:
+        limits[GPU_RESOURCE] = role.gpus
+    resources: dict[str, Any] = {}
+    for kind, values in (("limits", limits), ("requests", requests)):
+        if values:
+            resources[kind] = {
+                key: value if isinstance(value, int) else str(value)
+                for key, value in sorted(values.items())
+            }
+    return resources
+
+
+def _volumes(
+    job: TrainingJob, script_map: str | None, script: Script | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volume mounts, volumes) of a TensorFlow pod."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if script_map is not None and script is not None:
+        mounts.append({"name": launcher.SCRIPT_VOLUME, "mountPath": launcher.SCRIPT_DIRECTORY,
+                       "readOnly": True})
+        volumes.append({"name": launcher.SCRIPT_VOLUME, "configMap": {"name": script_map}})
+    mounts.append({"name": launcher.STATE_VOLUME, "mountPath": launcher.STATE_DIRECTORY})
+    volumes.append({"name": launcher.STATE_VOLUME, "emptyDir": {}})
+    shared, scratch = job.spec.storage.shared, job.spec.storage.scratch
+    claim = claim_name(job)
+    if shared is not None and claim is not None:
+        mounts.append({"name": SHARED_VOLUME, "mountPath": shared.mount_path})
+        volumes.append({"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": claim}})
+    if scratch is not None:
+        mounts.append({"name": SCRATCH_VOLUME, "mountPath": scratch.mount_path})
+        empty_dir: dict[str, Any] = {}
+        if scratch.size_limit is not None:
+            empty_dir["sizeLimit"] = scratch.size_limit
+        volumes.append({"name": SCRATCH_VOLUME, "emptyDir": empty_dir})
+    return mounts, volumes
+
+
+def statefulset(
+    job: TrainingJob,
+    role_key: RoleName,
+    role: Role,
+    script: Script | None,
+    script_map: str | None,
+    revision: str,
+) -> dict[str, Any]:
+    """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel."""
+    name = job.metadata.name
+    selector = role_selector(name, role_key)
+    labels = object_labels(job, role_key.value, selector)
+    object_labels_with_marks = dict(labels)
+    if role.gpus:
+        object_labels_with_marks[GPU_LABEL] = "true"
+    mounts, volumes = _volumes(job, script_map, script)
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": role.image or job.spec.image,
+        "command": launcher.command(),
+        "args": training_command(job, role, script),
+    }
+    sources = _environment_sources(job)
+    if sources:
+        container["envFrom"] = sources
+    container["env"] = [*environment(job, role_key), *user_environment(job, role)]
+    container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"}]
+    resources = _resources(role)
+    if resources:
+        container["resources"] = resources
+    container["volumeMounts"] = mounts
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": object_metadata(job, role_name(name, role_key), object_labels_with_marks),
+        "spec": {
+            "replicas": 0 if job.spec.suspend else role.replicas,
+            "serviceName": role_name(name, role_key),
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
+                "spec": {
+                    "enableServiceLinks": False,
+                    "restartPolicy": "Always",
+                    "containers": [container],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }

@@ -1,0 +1,88 @@
+"""TensorBoard: a Deployment reading the shared volume, and a Service in front of it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfcompile.spec.models import ServiceType, TrainingJob
+
+from ..labels import LOAD_BALANCER_LABEL, TENSORBOARD_COMPONENT, object_labels, tensorboard_selector
+from ..names import tensorboard_name
+from .metadata import object_metadata, template_metadata
+from .storage import claim_name
+
+TENSORBOARD_PORT = 6006
+PORT_NAME = "http"
+
+
+def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
+    settings = job.spec.tensorboard
+    shared = job.spec.storage.shared
+    claim = claim_name(job)
+    assert settings is not None and shared is not None and claim is not None
+    name = job.metadata.name
+    selector = tensorboard_selector(name)
+    labels = object_labels(job, TENSORBOARD_COMPONENT, selector)
+    container: dict[str, Any] = {
+        "name": TENSORBOARD_COMPONENT,
+        "image": settings.image or job.spec.image,
+        "command": [
+            "tensorboard",
+            "--logdir",
+            settings.log_dir,
+            "--bind_all",
+            "--port",
+            str(TENSORBOARD_PORT),
+        ],
+        "ports": [{"name": PORT_NAME, "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "shared", "mountPath": shared.mount_path, "readOnly": True}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": object_metadata(job, tensorboard_name(name), labels),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": template_metadata(job, labels, {}),
+                "spec": {
+                    "enableServiceLinks": False,
+                    "containers": [container],
+                    "volumes": [
+                        {
+                            "name": "shared",
+                            "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def tensorboard_service(job: TrainingJob) -> dict[str, Any]:
+    settings = job.spec.tensorboard
+    assert settings is not None
+    name = job.metadata.name
+    selector = tensorboard_selector(name)
+    labels = object_labels(job, TENSORBOARD_COMPONENT, selector)
+    if settings.service_type is ServiceType.LOAD_BALANCER:
+        labels[LOAD_BALANCER_LABEL] = "true"
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": object_metadata(job, tensorboard_name(name), labels),
+        "spec": {
+            "type": settings.service_type.value,
+            "selector": selector,
+            "ports": [
+                {
+                    "name": PORT_NAME,
+                    "port": TENSORBOARD_PORT,
+                    "targetPort": PORT_NAME,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }

@@ -1,0 +1,46 @@
+"""The labels tfcompile puts on objects: stable selector labels and descriptive ones.
+
+Selector labels are kept to the job and the role (or `tensorboard`), because a StatefulSet's
+selector is immutable: anything else in it would make a harmless edit impossible to sync.
+"""
+
+from __future__ import annotations
+
+from tfcompile.spec.models import RoleName, TrainingJob
+
+JOB_LABEL = "tfcompile.dev/job"
+ROLE_LABEL = "tfcompile.dev/role"
+COMPONENT_LABEL = "tfcompile.dev/component"
+GPU_LABEL = "tfcompile.dev/gpu"
+SHARED_STORAGE_LABEL = "tfcompile.dev/shared-storage"
+LOAD_BALANCER_LABEL = "tfcompile.dev/load-balancer"
+REVISION_ANNOTATION = "tfcompile.dev/revision"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+MANAGED_BY = "tfcompile"
+TENSORBOARD_COMPONENT = "tensorboard"
+
+
+def role_selector(job: str, role: RoleName) -> dict[str, str]:
+    """What a role's Service and StatefulSet select on: never changes for a role."""
+    return {JOB_LABEL: job, ROLE_LABEL: role.value}
+
+
+def tensorboard_selector(job: str) -> dict[str, str]:
+    return {JOB_LABEL: job, COMPONENT_LABEL: TENSORBOARD_COMPONENT}
+
+
+def object_labels(job: TrainingJob, component: str, selector: dict[str, str]) -> dict[str, str]:
+    """Every label of an object: user labels in name order, the recommended
+    `app.kubernetes.io` ones, then the selector labels."""
+    labels = dict(sorted(job.metadata.labels.items()))
+    labels.update(
+        {
+            "app.kubernetes.io/name": "tensorflow" if component != TENSORBOARD_COMPONENT
+            else TENSORBOARD_COMPONENT,
+            "app.kubernetes.io/instance": job.metadata.name,
+            "app.kubernetes.io/component": component,
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+        }
+    )
+    labels.update(selector)
+    return labels

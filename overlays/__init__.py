@@ -1,0 +1,1 @@
+"""Kustomize Components shipped with tfcompile (copied into repositories by `tfcompile init`)."""

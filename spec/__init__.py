@@ -1,0 +1,1 @@
+"""The typed job spec: models, loading with source locations, JSON Schema."""

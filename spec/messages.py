@@ -1,0 +1,160 @@
+"""Turn pydantic's validation errors into messages that say what is wrong and what is allowed.
+
+Pydantic reports union members and regular expressions; a user needs the field, the rule in words
+and, for an unknown field, the fields that are allowed there. Input values are never echoed, so an
+error cannot leak a secret that was typed into the wrong field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from . import models
+from .problems import FieldPath
+
+PATTERN_DESCRIPTIONS = {
+    models.DNS_1035_LABEL_PATTERN: (
+        "must be a DNS-1035 label: lowercase letters, digits and '-', starting with a letter and "
+        "ending with a letter or digit"
+    ),
+    models.DNS_LABEL_PATTERN: (
+        "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter "
+        "or digit"
+    ),
+    models.DNS_SUBDOMAIN_PATTERN: (
+        "must be a Kubernetes object name: lowercase letters, digits, '-' and '.', starting and "
+        "ending with a letter or digit"
+    ),
+    models.QUALIFIED_NAME_PATTERN: (
+        "must be a qualified name such as 'team' or 'example.com/team': letters, digits, '-', '_' "
+        "and '.', at most 63 characters after an optional DNS prefix and '/'"
+    ),
+    models.LABEL_VALUE_PATTERN: (
+        "must be a label value: at most 63 letters, digits, '-', '_' and '.', starting and ending "
+        "with a letter or digit (or empty)"
+    ),
+    models.ENVIRONMENT_NAME_PATTERN: (
+        "must be an environment variable name: letters, digits, '_', '-' and '.', not starting "
+        "with a digit"
+    ),
+    models.CONFIG_KEY_PATTERN: "must be a key of a Secret or ConfigMap: letters, digits, '-', '_', '.'",
+    models.QUANTITY_PATTERN: "must be a Kubernetes quantity such as 500m, 4, 1.5 or 16Gi",
+    models.ABSOLUTE_PATH_PATTERN: "must be an absolute path such as /mnt/shared",
+    models.OVERLAY_NAME_PATTERN: (
+        "must be the name of a directory under overlays/: lowercase letters, digits, '-' and '_'"
+    ),
+}
+
+TYPE_MESSAGES = {
+    "string_type": "must be a string (quote numbers and booleans)",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "dict_type": "must be a mapping",
+    "list_type": "must be a list",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+}
+
+
+def _strip_union_tags(location: tuple[Any, ...], data: Any) -> tuple[FieldPath, bool]:
+    """Drop the union-member and `[key]` tags pydantic adds, keeping only real data keys."""
+    path: list[str | int] = []
+    current = data
+    on_key = False
+    for part in location:
+        if part == "[key]":
+            on_key = True
+            continue
+        if isinstance(current, dict) and isinstance(part, str) and part in current:
+            path.append(part)
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            path.append(part)
+            current = current[part]
+        elif isinstance(part, str) and not isinstance(current, dict | list):
+            continue  # a union member tag after a scalar
+        elif isinstance(current, dict) and isinstance(part, str):
+            path.append(part)  # a missing field, or an extra one
+            current = None
+        else:
+            continue
+    return tuple(path), on_key
+
+
+def _model_at(path: FieldPath) -> type[BaseModel] | None:
+    """The spec model that describes the mapping at `path`, to list its allowed fields."""
+    model: Any = models.TrainingJob
+    for part in path:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = next(
+            (f for name, f in model.model_fields.items() if (f.alias or name) == part), None
+        )
+        if field is None:
+            return None
+        model = _unwrap(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    for argument in getattr(annotation, "__args__", ()) or ():
+        if isinstance(argument, type) and issubclass(argument, BaseModel):
+            return argument
+    return annotation
+
+
+def allowed_fields(model: type[BaseModel]) -> list[str]:
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _message(error: Any, path: FieldPath) -> str:
+    kind = error["type"]
+    context = error.get("ctx") or {}
+    if kind == "extra_forbidden":
+        parent = _model_at(path[:-1])
+        allowed = ", ".join(allowed_fields(parent)) if parent is not None else ""
+        return f"unknown field; allowed here: {allowed}" if allowed else "unknown field"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "string_pattern_mismatch":
+        return PATTERN_DESCRIPTIONS.get(context.get("pattern", ""), "has a form that is not allowed")
+    if kind == "literal_error":
+        return f"must be {context.get('expected')}"
+    if kind == "enum":
+        return f"must be one of {context.get('expected')}"
+    if kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
+        bound = {
+            "greater_than_equal": "at least",
+            "less_than_equal": "at most",
+            "greater_than": "more than",
+            "less_than": "less than",
+        }[kind]
+        limit = next(iter(context.values()), "?")
+        return f"must be {bound} {limit}"
+    if kind == "string_too_long":
+        return f"must be at most {context.get('max_length')} characters"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "value_error":
+        return str(context.get("error", error["msg"]))
+    return TYPE_MESSAGES.get(kind, str(error["msg"]))
+
+
+def describe_validation_error(
+    error: ValidationError, data: Any
+) -> Iterator[tuple[FieldPath, str, bool]]:
+    """(field path, message, whether it is about the key) for each distinct problem."""
+    seen: set[FieldPath] = set()
+    for item in error.errors(include_input=False, include_url=False):
+        path, on_key = _strip_union_tags(tuple(item["loc"]), data)
+        if path in seen:
+            continue  # the other members of a union say the same thing less clearly
+        seen.add(path)
+        on_key = on_key or item["type"] == "extra_forbidden"
+        yield path, _message(item, path), on_key

@@ -1,0 +1,306 @@
+"""The typed job spec (`job.yaml`): pydantic models of every field, with strict parsing.
+
+Unknown fields are errors and scalar types are strict (a number where a string belongs is an error
+with a hint), because a silently ignored or coerced field in a training job costs GPU hours.
+Cross-field rules live in `rules.py`, so that each can name the exact field it concerns.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    StrictBool,
+    StrictInt,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+API_VERSION = "tfcompile.dev/v1alpha1"
+KIND = "TrainingJob"
+
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+QUALIFIED_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+ENVIRONMENT_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei|e[0-9]+)?$"
+ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
+OVERLAY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+
+JobName = Annotated[
+    str, StringConstraints(strict=True, pattern=DNS_1035_LABEL_PATTERN, max_length=63)
+]
+NamespaceName = Annotated[
+    str, StringConstraints(strict=True, pattern=DNS_LABEL_PATTERN, max_length=63)
+]
+ObjectName = Annotated[
+    str, StringConstraints(strict=True, pattern=DNS_SUBDOMAIN_PATTERN, max_length=253)
+]
+LabelKey = Annotated[
+    str, StringConstraints(strict=True, pattern=QUALIFIED_NAME_PATTERN, max_length=316)
+]
+LabelValue = Annotated[
+    str, StringConstraints(strict=True, pattern=LABEL_VALUE_PATTERN, max_length=63)
+]
+EnvironmentName = Annotated[
+    str, StringConstraints(strict=True, pattern=ENVIRONMENT_NAME_PATTERN, max_length=1024)
+]
+ConfigKey = Annotated[
+    str, StringConstraints(strict=True, pattern=CONFIG_KEY_PATTERN, max_length=253)
+]
+Quantity = Annotated[str, StringConstraints(strict=True, pattern=QUANTITY_PATTERN)]
+AbsolutePath = Annotated[str, StringConstraints(strict=True, pattern=ABSOLUTE_PATH_PATTERN)]
+ResourceName = Annotated[
+    str, StringConstraints(strict=True, pattern=QUALIFIED_NAME_PATTERN, max_length=316)
+]
+OverlayName = Annotated[
+    str, StringConstraints(strict=True, pattern=OVERLAY_NAME_PATTERN, max_length=63)
+]
+Text = Annotated[str, StringConstraints(strict=True)]
+NonEmptyText = Annotated[str, StringConstraints(strict=True, min_length=1)]
+
+
+class SpecModel(BaseModel):
+    """Base of every spec model: camelCase keys in YAML, unknown keys refused, immutable."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        frozen=True,
+    )
+
+
+class Strategy(str, Enum):
+    """The `tf.distribute` strategy the job is laid out for."""
+
+    MULTI_WORKER_MIRRORED = "MultiWorkerMirrored"
+    PARAMETER_SERVER = "ParameterServer"
+
+
+class RoleName(str, Enum):
+    """TensorFlow task types, in the order they are listed everywhere."""
+
+    CHIEF = "chief"
+    WORKER = "worker"
+    PS = "ps"
+    EVALUATOR = "evaluator"
+
+
+class ServiceType(str, Enum):
+    """How the TensorBoard Service is exposed."""
+
+    CLUSTER_IP = "ClusterIP"
+    NODE_PORT = "NodePort"
+    LOAD_BALANCER = "LoadBalancer"
+
+
+class KeyReference(SpecModel):
+    """A key of an existing Secret or ConfigMap."""
+
+    name: ObjectName
+    key: ConfigKey
+    optional: StrictBool = False
+
+
+class EnvironmentValue(SpecModel):
+    """An env value: a plain string, or a reference to a key of an existing Secret or ConfigMap."""
+
+    value: Text | None = None
+    secret_key_ref: KeyReference | None = None
+    config_map_key_ref: KeyReference | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_plain_string(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"value": data}
+        if isinstance(data, bool | int | float):
+            raise ValueError(
+                "environment values are strings: quote it (a number or boolean is not allowed)"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> EnvironmentValue:
+        sources = [self.value, self.secret_key_ref, self.config_map_key_ref]
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError(
+                "give a string, or exactly one of secretKeyRef or configMapKeyRef"
+            )
+        return self
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        reference = KeyReference.model_json_schema(by_alias=True)
+        reference.pop("title", None)
+        return {
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["secretKeyRef"],
+                    "properties": {"secretKeyRef": reference},
+                },
+                {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["configMapKeyRef"],
+                    "properties": {"configMapKeyRef": reference},
+                },
+            ],
+            "description": "A string, or a reference to a key of an existing Secret/ConfigMap.",
+        }
+
+
+class NamedReference(SpecModel):
+    """An existing Secret or ConfigMap, by name."""
+
+    name: ObjectName
+    optional: StrictBool = False
+
+
+class EnvironmentSource(SpecModel):
+    """One `envFrom` entry: all keys of an existing Secret or ConfigMap."""
+
+    secret_ref: NamedReference | None = None
+    config_map_ref: NamedReference | None = None
+    prefix: Annotated[str, StringConstraints(strict=True, pattern=r"^[-._a-zA-Z0-9]*$")] = ""
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> EnvironmentSource:
+        if (self.secret_ref is None) == (self.config_map_ref is None):
+            raise ValueError("give exactly one of secretRef or configMapRef")
+        return self
+
+
+QuantityValue = Annotated[Quantity | StrictInt, Field(union_mode="left_to_right")]
+
+
+class Resources(SpecModel):
+    """Container resources; GPUs are not set here but with `gpus`."""
+
+    requests: dict[ResourceName, QuantityValue] = Field(default_factory=dict)
+    limits: dict[ResourceName, QuantityValue] = Field(default_factory=dict)
+
+
+class Role(SpecModel):
+    """One TensorFlow task type: how many pods, and what each runs with."""
+
+    replicas: Annotated[StrictInt, Field(ge=0, le=10000)] = 1
+    gpus: Annotated[StrictInt, Field(ge=0, le=64)] = 0
+    image: NonEmptyText | None = None
+    command: list[NonEmptyText] | None = None
+    args: list[Text] | None = None
+    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
+    resources: Resources | None = None
+
+
+class Roles(SpecModel):
+    """The roles of the job; a role left out has no pods."""
+
+    chief: Role | None = None
+    worker: Role | None = None
+    ps: Role | None = None
+    evaluator: Role | None = None
+
+    def defined(self) -> list[tuple[RoleName, Role]]:
+        """The roles given, in TensorFlow's order (chief, worker, ps, evaluator)."""
+        found = [(name, getattr(self, name.value)) for name in RoleName]
+        return [(name, role) for name, role in found if role is not None]
+
+    def replicas(self, name: RoleName) -> int:
+        role: Role | None = getattr(self, name.value)
+        return 0 if role is None else role.replicas
+
+
+class SharedStorage(SpecModel):
+    """One ReadWriteMany volume mounted by every role (checkpoints, logs)."""
+
+    mount_path: AbsolutePath
+    size: Quantity | None = None
+    storage_class_name: ObjectName | None = None
+    existing_claim: ObjectName | None = None
+
+
+class ScratchStorage(SpecModel):
+    """A node-local emptyDir per pod."""
+
+    mount_path: AbsolutePath
+    size_limit: Quantity | None = None
+
+
+class Storage(SpecModel):
+    shared: SharedStorage | None = None
+    scratch: ScratchStorage | None = None
+
+
+class TensorBoard(SpecModel):
+    """A TensorBoard Deployment and Service reading logs from the shared volume."""
+
+    log_dir: AbsolutePath
+    service_type: ServiceType = ServiceType.CLUSTER_IP
+    image: NonEmptyText | None = None
+
+
+class Metadata(SpecModel):
+    name: JobName
+    namespace: NamespaceName | None = None
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    annotations: dict[LabelKey, Text] = Field(default_factory=dict)
+
+
+class JobSpec(SpecModel):
+    image: NonEmptyText
+    command: list[NonEmptyText] | None = None
+    args: list[Text] = Field(default_factory=list)
+    script: NonEmptyText | None = None
+    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
+    env_from: list[EnvironmentSource] = Field(default_factory=list)
+    port: Annotated[StrictInt, Field(ge=1, le=65535)] = 2222
+    strategy: Strategy | None = None
+    roles: Roles
+    storage: Storage = Field(default_factory=Storage)
+    tensorboard: TensorBoard | None = None
+    overlays: list[OverlayName] = Field(default_factory=list)
+    network_policy: StrictBool = Field(
+        default=True,
+        description="Emit a NetworkPolicy admitting the TensorFlow port only from this job's pods.",
+    )
+    suspend: StrictBool = False
+
+    def resolved_strategy(self) -> Strategy:
+        """The strategy given, or the one inferred: ParameterServer when the job has ps."""
+        if self.strategy is not None:
+            return self.strategy
+        if self.roles.ps is not None:
+            return Strategy.PARAMETER_SERVER
+        return Strategy.MULTI_WORKER_MIRRORED
+
+
+class TrainingJob(SpecModel):
+    """A distributed TensorFlow training job, compiled by tfcompile into Kubernetes YAML."""
+
+    model_config = ConfigDict(title="TrainingJob")
+
+    api_version: Literal["tfcompile.dev/v1alpha1"]
+    kind: Literal["TrainingJob"]
+    metadata: Metadata
+    spec: JobSpec

@@ -1,0 +1,201 @@
+"""Rules across fields of a job spec, each reported against the field a user must change.
+
+These are the rules of TensorFlow's distribution strategies and of Kubernetes that a field's own
+type cannot express. They run after the models accepted the document, and all of them run, so a
+user sees every problem at once.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterator
+
+from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
+from .problems import Problem
+
+RESERVED_ENVIRONMENT = (
+    "TASK_INDEX",
+    "JOB_NAME",
+    "WORKER_NUMBER",
+    "TOT_WORKERS",
+    "NUM_WORKERS",
+    "PS_HOSTS",
+    "WORKER_HOSTS",
+    "TF_CONFIG",
+)
+"""Variables tfcompile sets in every TensorFlow container."""
+
+RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
+
+RESERVED_MOUNT_PATH = "/opt/tfcompile"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+
+SECRET_LOOKING_NAME = re.compile(
+    r"(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE
+)
+
+
+def check_rules(job: TrainingJob) -> Iterator[Problem]:
+    """Every cross-field problem of a job spec that the models accepted."""
+    spec = job.spec
+    yield from _check_labels(job)
+    yield from _check_roles(spec)
+    yield from _check_command(spec)
+    yield from _check_environment(("spec", "env"), spec.env)
+    for name, role in spec.roles.defined():
+        path = ("spec", "roles", name.value)
+        yield from _check_environment((*path, "env"), role.env)
+        if role.resources is not None:
+            for kind in ("requests", "limits"):
+                if GPU_RESOURCE in getattr(role.resources, kind):
+                    yield Problem(
+                        (*path, "resources", kind, GPU_RESOURCE),
+                        f"set GPUs with roles.{name.value}.gpus, which puts them in limits",
+                    )
+    yield from _check_storage(spec)
+    yield from _check_tensorboard(spec)
+    yield from _check_overlays(spec)
+
+
+def _check_labels(job: TrainingJob) -> Iterator[Problem]:
+    for kind in ("labels", "annotations"):
+        for key in getattr(job.metadata, kind):
+            if key.startswith(RESERVED_LABEL_PREFIXES):
+                yield Problem(
+                    ("metadata", kind, key),
+                    f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
+                    "choose another key",
+                )
+
+
+def _check_roles(spec: JobSpec) -> Iterator[Problem]:
+    roles = spec.roles
+    if not roles.defined():
+        yield Problem(("spec", "roles"), "define at least one role: chief, worker, ps or evaluator")
+        return
+    for single in (RoleName.CHIEF, RoleName.EVALUATOR):
+        if roles.replicas(single) > 1:
+            yield Problem(
+                ("spec", "roles", single.value, "replicas"),
+                f"TensorFlow allows at most one {single.value}: replicas must be 0 or 1",
+            )
+    strategy = spec.resolved_strategy()
+    chief, workers, ps = (roles.replicas(name) for name in (RoleName.CHIEF, RoleName.WORKER,
+                                                             RoleName.PS))
+    if strategy is Strategy.MULTI_WORKER_MIRRORED:
+        if roles.ps is not None:
+            yield Problem(
+                ("spec", "roles", "ps"),
+                "MultiWorkerMirrored has no parameter servers: remove roles.ps or set "
+                "strategy: ParameterServer",
+            )
+        if chief + workers == 0:
+            yield Problem(
+                ("spec", "roles"),
+                "MultiWorkerMirrored needs at least one chief or worker replica",
+            )
+    else:
+        if ps == 0:
+            yield Problem(
+                ("spec", "roles", "ps") if roles.ps is not None else ("spec", "roles"),
+                "ParameterServer needs at least one ps replica",
+            )
+        if workers == 0:
+            yield Problem(
+                ("spec", "roles", "worker") if roles.worker is not None else ("spec", "roles"),
+                "ParameterServer needs at least one worker replica",
+            )
+
+
+def _check_command(spec: JobSpec) -> Iterator[Problem]:
+    if spec.command is not None or spec.script is not None:
+        return
+    for name, role in spec.roles.defined():
+        if role.command is None:
+            yield Problem(
+                ("spec", "roles", name.value),
+                "no command: set spec.command, spec.script, or a command for this role",
+            )
+
+
+def _check_environment(
+    path: tuple[str, ...], environment: dict[str, EnvironmentValue]
+) -> Iterator[Problem]:
+    for name, value in environment.items():
+        if name in RESERVED_ENVIRONMENT:
+            yield Problem(
+                (*path, name),
+                f"{name} is set by tfcompile from the job's roles; remove it "
+                f"(tfcompile sets: {', '.join(RESERVED_ENVIRONMENT)})",
+            )
+        elif value.value and SECRET_LOOKING_NAME.search(name):
+            yield Problem(
+                (*path, name),
+                "looks like a secret written into the spec; secret values never belong in git: "
+                "use {secretKeyRef: {name: <existing Secret>, key: <key>}}",
+            )
+
+
+def _inside(path: str, directory: str) -> bool:
+    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _check_storage(spec: JobSpec) -> Iterator[Problem]:
+    shared, scratch = spec.storage.shared, spec.storage.scratch
+    mounts: list[tuple[tuple[str, ...], str]] = []
+    if shared is not None:
+        path = ("spec", "storage", "shared")
+        mounts.append(((*path, "mountPath"), shared.mount_path))
+        if shared.existing_claim is not None:
+            for field, value in (("size", shared.size),
+                                 ("storageClassName", shared.storage_class_name)):
+                if value is not None:
+                    yield Problem(
+                        (*path, field),
+                        f"{field} describes a new claim; with existingClaim the claim exists "
+                        "already: remove one of them",
+                    )
+        elif shared.size is None:
+            yield Problem(path, "give size (a new ReadWriteMany claim) or existingClaim")
+        if shared.storage_class_name is not None and "azure" in spec.overlays:
+            yield Problem(
+                (*path, "storageClassName"),
+                "the azure overlay chooses the storage class (Azure Files); remove "
+                "storageClassName or the overlay",
+            )
+    if scratch is not None:
+        mounts.append((("spec", "storage", "scratch", "mountPath"), scratch.mount_path))
+    for where, mount_path in mounts:
+        if _inside(mount_path, RESERVED_MOUNT_PATH) or _inside(RESERVED_MOUNT_PATH, mount_path):
+            yield Problem(where, f"{RESERVED_MOUNT_PATH} is where tfcompile mounts its launcher "
+                          "state and script; choose another path")
+    if len(mounts) == 2 and (_inside(mounts[0][1], mounts[1][1]) or
+                             _inside(mounts[1][1], mounts[0][1])):
+        yield Problem(mounts[1][0], "shared and scratch storage must not be mounted inside "
+                      "each other")
+
+
+def _check_tensorboard(spec: JobSpec) -> Iterator[Problem]:
+    if spec.tensorboard is None:
+        return
+    shared = spec.storage.shared
+    where = ("spec", "tensorboard", "logDir")
+    if shared is None:
+        yield Problem(where, "TensorBoard reads logs from the shared volume: add storage.shared")
+    elif not _inside(spec.tensorboard.log_dir, shared.mount_path):
+        yield Problem(
+            where,
+            f"must be inside storage.shared.mountPath ({shared.mount_path}), where the "
+            "training writes and TensorBoard can read",
+        )
+
+
+def _check_overlays(spec: JobSpec) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for index, name in enumerate(spec.overlays):
+        if name in seen:
+            yield Problem(("spec", "overlays", index), f"overlay {name!r} is named twice")
+        seen.add(name)
