@@ -47,17 +47,28 @@ class Locations:
         self.file = file
         self._values: dict[FieldPath, tuple[int, int]] = {}
         self._keys: dict[FieldPath, tuple[int, int]] = {}
+        self._collections: set[FieldPath] = set()
 
-    def record(self, path: FieldPath, value: tuple[int, int], key: tuple[int, int] | None) -> None:
+    def record(
+        self,
+        path: FieldPath,
+        value: tuple[int, int],
+        key: tuple[int, int] | None,
+        collection: bool = False,
+    ) -> None:
         self._values.setdefault(path, value)
         if key is not None:
             self._keys.setdefault(path, key)
+        if collection:
+            self._collections.add(path)
 
     def locate(self, path: FieldPath, *, key: bool = False) -> Location:
-        """The position of `path`, or of its nearest parent that the file has."""
-        table = self._keys if key else self._values
+        """The position of `path`, or of its nearest parent that the file has. A mapping or
+        list is located at its key (`roles:`), a scalar at its value."""
         for end in range(len(path), -1, -1):
             prefix = path[:end]
+            on_key = key if end == len(path) else True
+            table = self._keys if on_key or prefix in self._collections else self._values
             if prefix in table:
                 line, column = table[prefix]
                 return Location(self.file, line + 1, column + 1)
@@ -80,7 +91,8 @@ class LoadedJob:
     locations: Locations
 
     def locate(self, problem: Problem) -> LocatedProblem:
-        return LocatedProblem(self.locations.locate(problem.path), problem.path, problem.message)
+        location = self.locations.locate(problem.path, key=problem.key)
+        return LocatedProblem(location, problem.path, problem.message)
 
     def fail(self, problems: Iterable[Problem]) -> SpecError:
         return SpecError([self.locate(problem) for problem in problems])
@@ -117,7 +129,8 @@ class _PlainCopier:
             items = []
             for index, item in enumerate(node):
                 position = _item_position(node, index)
-                self.locations.record((*path, index), position, None)
+                self.locations.record((*path, index), position, None,
+                                      isinstance(item, CommentedMap | CommentedSeq))
                 items.append(self.copy(item, (*path, index), position))
             return items
         mapping: dict[Any, Any] = {}
@@ -125,7 +138,8 @@ class _PlainCopier:
             key_position = _key_position(node, key)
             value_position = _value_position(node, key, key_position)
             child = (*path, str(key))
-            self.locations.record(child, value_position, key_position)
+            self.locations.record(child, value_position, key_position,
+                                  isinstance(value, CommentedMap | CommentedSeq))
             mapping[str(key) if isinstance(key, str) else key] = self.copy(
                 value, child, value_position
             )

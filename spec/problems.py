@@ -41,6 +41,8 @@ class Problem:
 
     path: FieldPath
     message: str
+    key: bool = False
+    """Whether the problem is the key itself (a name), so the location is the key's."""
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def _check_labels(job: TrainingJob) -> Iterator[Problem]:
                     ("metadata", kind, key),
                     f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
                     "choose another key",
+                    key=True,
                 )
 
 
@@ -129,6 +130,7 @@ def _check_environment(
                 (*path, name),
                 f"{name} is set by tfcompile from the job's roles; remove it "
                 f"(tfcompile sets: {', '.join(RESERVED_ENVIRONMENT)})",
+                key=True,
             )
         elif value.value and SECRET_LOOKING_NAME.search(name):
             yield Problem(

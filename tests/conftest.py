@@ -1,0 +1,84 @@
+"""Shared test helpers: the repository's paths, running the CLI, writing job files."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tfcompile.compiler.cli import main
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+EXAMPLES = REPOSITORY / "examples"
+OUTPUT = REPOSITORY / "output"
+OVERLAYS = REPOSITORY / "overlays"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--regenerate-golden",
+        action="store_true",
+        help="rewrite output/ from examples/ instead of comparing (refused under CI)",
+    )
+
+
+@dataclass
+class Result:
+    status: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
+    """Run `tfcompile ARGS` in this process and capture what it prints."""
+
+    def run(*arguments: str) -> Result:
+        capsys.readouterr()
+        status = main(list(arguments))
+        captured = capsys.readouterr()
+        return Result(status, captured.out, captured.err)
+
+    return run
+
+
+MINIMAL_JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: demo
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, /app/train.py]
+  roles:
+    worker: {replicas: 2}
+"""
+
+
+@pytest.fixture
+def write_job(tmp_path: Path) -> Callable[..., Path]:
+    """Write a job file (dedented) into a temporary directory and return its path."""
+
+    def write(text: str, name: str = "job.yaml", directory: Path | None = None) -> Path:
+        folder = directory or tmp_path / "jobs"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture(autouse=True)
+def _run_in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative paths in messages are relative to the working directory; pin it."""
+    monkeypatch.chdir(REPOSITORY)
+    monkeypatch.delenv("TFCOMPILE_DEBUG", raising=False)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in {"", "0", "false", "no"}
