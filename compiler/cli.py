@@ -70,7 +70,8 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("paths", nargs="*", metavar="PATH",
                        help="job files, or directories searched for kind: TrainingJob "
                             "(default: examples)")
-    build.add_argument("-o", "--output", default="output", help="output directory (default: output)")
+    build.add_argument("-o", "--output", default="output",
+                       help="output directory (default: output)")
     build.add_argument("--overlays", default="overlays",
                        help="directory of Kustomize Components named by `overlays:` "
                             "(default: overlays)")

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfcompile.spec.loading import LoadedJob
-from tfcompile.spec.problems import SpecError
 
 from .builders.network_policy import network_policy
 from .builders.script import script_config_map, script_name
@@ -98,11 +97,12 @@ def compile_job(loaded: LoadedJob, source: str, components: list[str]) -> Compil
     `components` the overlay directories relative to the job's output directory."""
     objects = build_objects(loaded)
     files = {file_name(document): dump(document) for document in objects}
-    if len(files) != len(objects):
-        raise SpecError([])  # two objects with one kind and name cannot come from valid specs
+    assert len(files) == len(objects), "two objects share a kind and a name"
     header = [
         f"{GENERATED_MARK} from {source}; edit that file and run `tfcompile build`.",
         "Render with `kubectl kustomize` (or `kustomize build`) on this directory.",
     ]
     files[KUSTOMIZATION_FILE] = dump(kustomization(sorted(files), components), header)
-    return CompiledJob(name=loaded.job.metadata.name, objects=objects, files=dict(sorted(files.items())))
+    return CompiledJob(
+        name=loaded.job.metadata.name, objects=objects, files=dict(sorted(files.items()))
+    )

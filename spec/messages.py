@@ -40,7 +40,9 @@ PATTERN_DESCRIPTIONS = {
         "must be an environment variable name: letters, digits, '_', '-' and '.', not starting "
         "with a digit"
     ),
-    models.CONFIG_KEY_PATTERN: "must be a key of a Secret or ConfigMap: letters, digits, '-', '_', '.'",
+    models.CONFIG_KEY_PATTERN: (
+        "must be a key of a Secret or ConfigMap: letters, digits, '-', '_' and '.'"
+    ),
     models.QUANTITY_PATTERN: "must be a Kubernetes quantity such as 500m, 4, 1.5 or 16Gi",
     models.ABSOLUTE_PATH_PATTERN: "must be an absolute path such as /mnt/shared",
     models.OVERLAY_NAME_PATTERN: (
@@ -71,10 +73,11 @@ def _strip_union_tags(location: tuple[Any, ...], data: Any) -> tuple[FieldPath, 
         if part == "[key]":
             on_key = True
             continue
-        if isinstance(current, dict) and isinstance(part, str) and part in current:
-            path.append(part)
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+        in_mapping = isinstance(current, dict) and isinstance(part, str) and part in current
+        in_list = (
+            isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current)
+        )
+        if in_mapping or in_list:
             path.append(part)
             current = current[part]
         elif isinstance(part, str) and not isinstance(current, dict | list):
@@ -123,7 +126,8 @@ def _message(error: Any, path: FieldPath) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "string_pattern_mismatch":
-        return PATTERN_DESCRIPTIONS.get(context.get("pattern", ""), "has a form that is not allowed")
+        pattern = context.get("pattern", "")
+        return PATTERN_DESCRIPTIONS.get(pattern, "has a form that is not allowed")
     if kind == "literal_error":
         return f"must be {context.get('expected')}"
     if kind == "enum":

@@ -7,16 +7,16 @@ Cross-field rules live in `rules.py`, so that each can name the exact field it c
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
-    StrictBool,
-    StrictInt,
     ConfigDict,
     Field,
     GetJsonSchemaHandler,
+    StrictBool,
+    StrictInt,
     StringConstraints,
     model_validator,
 )
@@ -85,14 +85,14 @@ class SpecModel(BaseModel):
     )
 
 
-class Strategy(str, Enum):
+class Strategy(StrEnum):
     """The `tf.distribute` strategy the job is laid out for."""
 
     MULTI_WORKER_MIRRORED = "MultiWorkerMirrored"
     PARAMETER_SERVER = "ParameterServer"
 
 
-class RoleName(str, Enum):
+class RoleName(StrEnum):
     """TensorFlow task types, in the order they are listed everywhere."""
 
     CHIEF = "chief"
@@ -101,7 +101,7 @@ class RoleName(str, Enum):
     EVALUATOR = "evaluator"
 
 
-class ServiceType(str, Enum):
+class ServiceType(StrEnum):
     """How the TensorBoard Service is exposed."""
 
     CLUSTER_IP = "ClusterIP"

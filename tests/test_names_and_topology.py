@@ -85,7 +85,7 @@ def test_environment_order_defines_the_index_before_its_users() -> None:
     assert values["WORKER_NUMBER"] == "$(TASK_INDEX)"
     assert values["TOT_WORKERS"] == values["NUM_WORKERS"] == "3"
     assert values["PS_HOSTS"] == "mnist-ps-0.mnist-ps:2222,mnist-ps-1.mnist-ps:2222"
-    assert values["WORKER_HOSTS"].count(",") == 2
+    assert str(values["WORKER_HOSTS"]).count(",") == 2
 
 
 def test_the_port_reaches_every_host() -> None:

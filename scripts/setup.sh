@@ -1,0 +1,20 @@
+# Shared by the scripts in this folder: a virtualenv in .venv with tfcompile and what the
+# tests and the local training run need. Sourced, not run.
+set -euo pipefail
+repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repository"
+venv=${TFCOMPILE_VENV:-$repository/.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -e "$stamp" ]; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -e ".[test,training]"
+  touch "$stamp"
+fi
+export PATH="$venv/bin:$PATH"
+if ! command -v kustomize >/dev/null && ! command -v kubectl >/dev/null; then
+  echo "tfcompile needs kustomize or kubectl on PATH to render manifests" >&2
+  exit 1
+fi

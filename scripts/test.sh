@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: set-up, linters, type checks, layering, tests.
+source "$(dirname "$0")/setup.sh"
+ruff check .
+mypy spec compiler tests
+lint-imports
+python -m pytest "$@"

@@ -1,0 +1,85 @@
+"""The GPU and Azure Kustomize Components, rendered with the real kustomize: what each changes,
+and what it leaves alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from tests.conftest import OUTPUT
+from tfcompile.compiler.rendering.kustomize import render
+
+
+def objects(example: str) -> dict[str, dict[str, Any]]:
+    documents = [d for d in YAML(typ="safe").load_all(render(OUTPUT / example)) if d]
+    return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
+
+
+def compiled(example: str, kind: str, name: str) -> dict[str, Any]:
+    text = (OUTPUT / example / f"{kind.lower()}-{name}.yaml").read_text()
+    document: dict[str, Any] = YAML(typ="safe").load(text)
+    return document
+
+
+def pod_spec(item: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = item["spec"]["template"]["spec"]
+    return spec
+
+
+def test_gpu_component_touches_only_gpu_roles() -> None:
+    rendered = objects("parameter-server")
+    worker = pod_spec(rendered["StatefulSet/parameter-server-worker"])
+    assert worker["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in worker["volumes"]
+    mounts = worker["containers"][0]["volumeMounts"]
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in mounts
+    assert worker["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 1}
+    for role in ("chief", "ps", "evaluator"):
+        other = pod_spec(rendered[f"StatefulSet/parameter-server-{role}"])
+        assert "tolerations" not in other and "nodeSelector" not in other
+        assert all(v["name"] != "dshm" for v in other["volumes"])
+        original = pod_spec(compiled("parameter-server", "StatefulSet",
+                                     f"parameter-server-{role}"))
+        assert other["volumes"] == original["volumes"]
+
+
+def test_azure_component_makes_shared_storage_azure_files() -> None:
+    rendered = objects("parameter-server")
+    claim = rendered["PersistentVolumeClaim/parameter-server-shared"]
+    assert claim["spec"]["storageClassName"] == "azurefile-csi"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["spec"]["resources"] == {"requests": {"storage": "100Gi"}}
+
+
+def test_azure_component_keeps_a_load_balancer_tensorboard_internal() -> None:
+    rendered = objects("parameter-server")
+    service = rendered["Service/parameter-server-tensorboard"]
+    assert service["spec"]["type"] == "LoadBalancer"
+    annotations = service["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/azure-load-balancer-internal"] == "true"
+    for role in ("chief", "worker", "ps", "evaluator"):
+        headless = rendered[f"Service/parameter-server-{role}"]
+        assert "service.beta.kubernetes.io/azure-load-balancer-internal" not in headless[
+            "metadata"].get("annotations", {})
+
+
+def test_azure_component_turns_off_hdf5_locking_only_in_tensorflow_containers() -> None:
+    rendered = objects("parameter-server")
+    for role in ("chief", "worker", "ps", "evaluator"):
+        env = pod_spec(rendered[f"StatefulSet/parameter-server-{role}"])["containers"][0]["env"]
+        assert {"name": "HDF5_USE_FILE_LOCKING", "value": "FALSE"} in env
+        assert env[0]["name"] == "TASK_INDEX"  # appended: tfcompile's order is kept
+        assert env[-1]["name"] == "HDF5_USE_FILE_LOCKING"
+    board = pod_spec(rendered["Deployment/parameter-server-tensorboard"])["containers"][0]
+    assert "env" not in board
+
+
+def test_jobs_without_overlays_render_unchanged() -> None:
+    rendered = objects("mnist")
+    worker = rendered["StatefulSet/mnist-worker"]
+    assert worker["spec"] == compiled("mnist", "StatefulSet", "mnist-worker")["spec"]
+    claim = rendered["PersistentVolumeClaim/mnist-shared"]
+    assert "storageClassName" not in claim["spec"]

@@ -1,0 +1,72 @@
+"""The published JSON Schema and the command's behaviour at its edges."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import jsonschema
+from ruamel.yaml import YAML
+
+from tests.conftest import EXAMPLES, REPOSITORY, Result
+from tfcompile.spec.schema import SCHEMA_FILE, committed_schema_text, schema_text
+
+
+def test_committed_schema_is_fresh() -> None:
+    assert (REPOSITORY / "spec" / SCHEMA_FILE).read_text() == schema_text(), (
+        "spec/trainingjob.schema.json is stale: run `tfcompile schema > "
+        "spec/trainingjob.schema.json`"
+    )
+    assert committed_schema_text() == schema_text()
+
+
+def test_schema_command_prints_the_schema(run_cli: Callable[..., Result]) -> None:
+    result = run_cli("schema")
+    assert result.status == 0
+    assert json.loads(result.stdout)["title"] == "TrainingJob"
+
+
+def test_examples_declare_and_satisfy_the_schema() -> None:
+    schema = json.loads(schema_text())
+    for job in sorted(EXAMPLES.glob("*/job.yaml")):
+        first_line = job.read_text().splitlines()[0]
+        assert first_line == "# yaml-language-server: $schema=../../spec/trainingjob.schema.json"
+        jsonschema.validate(YAML(typ="safe").load(job.read_text()), schema)
+
+
+def test_schema_refuses_what_the_compiler_refuses() -> None:
+    schema = json.loads(schema_text())
+    document = YAML(typ="safe").load((EXAMPLES / "mnist" / "job.yaml").read_text())
+    document["spec"]["roles"]["worker"]["gpu"] = 1
+    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    assert errors, "an unknown field must be a schema error too"
+
+
+def test_console_script_runs_without_traceback_on_bad_input(tmp_path: Path) -> None:
+    bad = tmp_path / "job.yaml"
+    bad.write_text("apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob\nmetadata: {}\n")
+    process = subprocess.run(
+        [sys.executable, "-m", "tfcompile.compiler.cli", "build", str(bad), "-o",
+         str(tmp_path / "out")], capture_output=True, text=True, check=False)
+    assert process.returncode == 2
+    assert "metadata.name: required field is missing" in process.stderr
+    assert "spec: required field is missing" in process.stderr
+    assert "Traceback" not in process.stderr
+
+
+def test_unknown_command_is_a_usage_error(run_cli: Callable[..., Result]) -> None:
+    try:
+        status = run_cli("compile").status
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    assert status == 2
+
+
+def test_no_job_found_is_reported(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run_cli("build", str(tmp_path / "empty"), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    assert "no file with kind: TrainingJob found" in result.stderr
