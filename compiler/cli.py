@@ -16,6 +16,7 @@ from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text
 
 from .build import BuildSettings, build_plan
+from .immutable_fields import immutable_changes
 from .output_tree import unified_diff, write
 
 EXIT_OK = 0
@@ -30,6 +31,12 @@ def _build(arguments: argparse.Namespace) -> int:
         overlays=Path(arguments.overlays),
     )
     changes = build_plan(settings)
+    refused = [] if arguments.allow_recreate else immutable_changes(changes)
+    for change in refused:
+        print(f"tfcompile: {change.explain()}", file=sys.stderr)
+    if refused:
+        print("tfcompile: nothing was written", file=sys.stderr)
+        return EXIT_FAILED
     if arguments.check:
         difference = unified_diff(changes)
         if difference:
@@ -77,6 +84,9 @@ def parser() -> argparse.ArgumentParser:
                             "(default: overlays)")
     build.add_argument("--check", action="store_true",
                        help="write nothing; print a diff and exit 1 when the output is stale")
+    build.add_argument("--allow-recreate", action="store_true",
+                       help="write even when a StatefulSet's immutable fields change (after "
+                            "you deleted it in the cluster)")
     build.set_defaults(handler=_build)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")

@@ -146,3 +146,25 @@ def test_several_jobs_in_one_call_from_files_and_directories(
     result = run_cli("build", str(single), str(tmp_path / "b"), "-o", str(output))
     assert result.status == 0, result.stderr
     assert sorted(p.name for p in output.iterdir()) == ["demo", "second"]
+
+
+def test_a_change_to_an_immutable_statefulset_field_is_stopped_with_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _copy_examples(tmp_path)
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "examples").status == 0
+    committed = repository / "output" / "mnist" / "statefulset-mnist-worker.yaml"
+    # As if an older tfcompile (or a hand edit) had committed another selector.
+    committed.write_text(committed.read_text().replace(
+        "podManagementPolicy: Parallel", "podManagementPolicy: OrderedReady"))
+    before = _tree(repository / "output")
+    result = run_cli("build", "examples")
+    assert result.status == 1
+    assert "spec.podManagementPolicy of StatefulSet mnist-worker" in result.stderr
+    assert "Argo CD would fail this sync again and again" in result.stderr
+    assert "kubectl delete statefulset mnist-worker --cascade=orphan" in result.stderr
+    assert _tree(repository / "output") == before
+    assert run_cli("build", "examples", "--check").status == 1
+    assert run_cli("build", "examples", "--allow-recreate").status == 0
+    assert "podManagementPolicy: Parallel" in committed.read_text()

@@ -1,0 +1,70 @@
+"""Changes Kubernetes refuses to apply: immutable StatefulSet fields in the committed output.
+
+Kubernetes rejects an update to a StatefulSet's selector, serviceName, podManagementPolicy or
+volumeClaimTemplates. Argo CD would retry such a sync forever, so `build` compares the new output
+with the committed one and stops before the change reaches git, saying what to do instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from .output_tree import Plan
+
+IMMUTABLE_FIELDS = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
+
+
+@dataclass(frozen=True)
+class ImmutableChange:
+    """A StatefulSet whose immutable fields the new output changes."""
+
+    path: str
+    name: str
+    namespace: str | None
+    fields: list[str]
+
+    def explain(self) -> str:
+        namespace = f" -n {self.namespace}" if self.namespace else ""
+        return (
+            f"{self.path}: changes {', '.join('spec.' + f for f in self.fields)} of StatefulSet "
+            f"{self.name}, which Kubernetes does not allow to change. Argo CD would fail this "
+            "sync again and again (\"updates to statefulset spec for fields other than ... are "
+            "forbidden\"). Instead: delete the StatefulSet and keep its pods until the new one "
+            f"takes over (`kubectl delete statefulset {self.name}{namespace} --cascade=orphan`, "
+            "or the Argo CD sync option Replace=true for one sync), or give the job a new name; "
+            "then build again with --allow-recreate."
+        )
+
+
+def _load(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        document = YAML(typ="safe").load(text)
+    except YAMLError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def immutable_changes(changes: Plan) -> list[ImmutableChange]:
+    """StatefulSets present before and after whose immutable fields differ."""
+    found = []
+    for path, text in changes.writes.items():
+        new = _load(text)
+        if new is None or new.get("kind") != "StatefulSet":
+            continue
+        target = changes.output / path
+        old = _load(target.read_text(encoding="utf-8")) if target.is_file() else None
+        if old is None or old.get("kind") != "StatefulSet":
+            continue
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        fields = [f for f in IMMUTABLE_FIELDS if old_spec.get(f) != new_spec.get(f)]
+        if fields:
+            metadata = new.get("metadata") or {}
+            found.append(ImmutableChange(path=str(target), name=str(metadata.get("name")),
+                                         namespace=metadata.get("namespace"), fields=fields))
+    return found

@@ -1,0 +1,91 @@
+"""`tfcompile init`: a GitOps repository a new user can push and sync in minutes.
+
+It writes an example job, copies the Kustomize Components shipped with the package into
+`overlays/` (so they are versioned in the user's repository and can be edited for their cluster),
+CI for GitHub Actions and GitLab CI, a pre-commit configuration, an Argo CD ApplicationSet and a
+Flux Kustomization, then compiles the example, so that the CI check passes from the first commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata, resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from tfcompile.spec.schema import schema_text
+
+FILES = {
+    "jobs/example/job.yaml": "job.yaml",
+    "jobs/example/train.py": "train.py",
+    "ci/check.sh": "check.sh",
+    ".github/workflows/tfcompile.yaml": "github-workflow.yaml",
+    ".gitlab-ci.yml": "gitlab-ci.yaml",
+    ".pre-commit-config.yaml": "pre-commit-config.yaml",
+    "deploy/argocd/applicationset.yaml": "applicationset.yaml",
+    "deploy/flux/training-jobs.yaml": "flux.yaml",
+}
+"""Path in the new repository -> template file in scaffold_files/."""
+
+EXECUTABLE = {"ci/check.sh"}
+
+
+class ScaffoldError(Exception):
+    """`init` would overwrite files; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Scaffold:
+    files: dict[str, str]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("tfcompile")
+    except metadata.PackageNotFoundError:
+        return "0.1.0"
+
+
+def _overlay_files(root: Traversable) -> dict[str, str]:
+    """`overlays/<component>/<file>` for each Kustomize Component shipped with the package."""
+    files: dict[str, str] = {}
+    for component in sorted(root.iterdir(), key=lambda item: item.name):
+        if not component.is_dir() or component.name.startswith(("_", ".")):
+            continue
+        for entry in sorted(component.iterdir(), key=lambda item: item.name):
+            if entry.is_file() and entry.name.endswith((".yaml", ".yml")):
+                files[f"overlays/{component.name}/{entry.name}"] = entry.read_text(
+                    encoding="utf-8")
+    return files
+
+
+def scaffold() -> Scaffold:
+    """The files of a new repository, by relative path."""
+    templates = resources.files(__package__).joinpath("scaffold_files")
+    version = _version()
+    files = {
+        target: templates.joinpath(source).read_text(encoding="utf-8").replace(
+            "TFCOMPILE_VERSION", version)
+        for target, source in FILES.items()
+    }
+    files.update(_overlay_files(resources.files("tfcompile.overlays")))
+    files["jobs/trainingjob.schema.json"] = schema_text()
+    return Scaffold(files=dict(sorted(files.items())))
+
+
+def write_scaffold(directory: Path) -> list[str]:
+    """Write the scaffold into `directory`; refuses (writing nothing) if any file exists."""
+    files = scaffold().files
+    existing = [path for path in files if (directory / path).exists()]
+    if existing:
+        raise ScaffoldError(
+            f"{directory} already has {', '.join(existing)}; init writes into an empty "
+            "repository and overwrites nothing"
+        )
+    for path, text in files.items():
+        target = directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if path in EXECUTABLE:
+            target.chmod(0o755)
+    return list(files)
