@@ -18,6 +18,14 @@ from tfcompile.spec.schema import schema_text
 from .build import BuildSettings, build_plan
 from .immutable_fields import immutable_changes
 from .output_tree import unified_diff, write
+from .rendering.kustomize import RenderingError, render
+from .scaffold import ScaffoldError, write_scaffold
+from .validation.validator import validate
+from .validation.versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    OLDEST_KUBERNETES_VERSION,
+    KubernetesVersionError,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -59,6 +67,62 @@ def _build(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
+    """The directories named, or every compiled job under `output`."""
+    if paths:
+        return [Path(path) for path in paths]
+    return sorted(p for p in output.iterdir() if (p / "kustomization.yaml").is_file()) if (
+        output.is_dir()) else []
+
+
+def _validate(arguments: argparse.Namespace) -> int:
+    directories = _job_directories(arguments.directories, Path(arguments.output))
+    if not directories:
+        print(f"tfcompile: no compiled job under {arguments.output}; run `tfcompile build` "
+              "first or name a directory", file=sys.stderr)
+        return EXIT_USAGE
+    failed = 0
+    for directory in directories:
+        try:
+            report = validate(directory, arguments.kubernetes_version)
+        except RenderingError as error:
+            print(f"{directory}: cannot render: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        print(report.to_text())
+        failed += 0 if report.ok else 1
+    if failed:
+        print(f"tfcompile: {failed} of {len(directories)} job(s) failed validation",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _render(arguments: argparse.Namespace) -> int:
+    try:
+        sys.stdout.write(render(Path(arguments.directory)))
+    except RenderingError as error:
+        print(f"{arguments.directory}: cannot render: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _init(arguments: argparse.Namespace) -> int:
+    directory = Path(arguments.directory)
+    try:
+        written = write_scaffold(directory)
+    except ScaffoldError as error:
+        print(f"tfcompile: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    changes = build_plan(BuildSettings(inputs=[directory / "jobs"], output=directory / "output",
+                                       overlays=directory / "overlays"))
+    compiled = write(changes)
+    print(f"tfcompile: wrote {len(written)} files and compiled {len(compiled)} into {directory}; "
+          "next: put your repository URL into deploy/, commit, and read "
+          "jobs/example/job.yaml", file=sys.stderr)
+    return EXIT_OK
+
+
 def _schema(arguments: argparse.Namespace) -> int:
     sys.stdout.write(schema_text())
     return EXIT_OK
@@ -89,6 +153,30 @@ def parser() -> argparse.ArgumentParser:
                             "you deleted it in the cluster)")
     build.set_defaults(handler=_build)
 
+    validate_command = commands.add_parser(
+        "validate", help="render compiled jobs with kustomize and check what a cluster would run"
+    )
+    validate_command.add_argument("directories", nargs="*", metavar="DIRECTORY",
+                                  help="kustomization directories (default: every job under "
+                                       "--output)")
+    validate_command.add_argument("-o", "--output", default="output",
+                                  help="where compiled jobs are (default: output)")
+    validate_command.add_argument(
+        "--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION,
+        help=f"schemas to check against (default: {DEFAULT_KUBERNETES_VERSION}; oldest: "
+             f"{OLDEST_KUBERNETES_VERSION}, the first with the pod-index label)")
+    validate_command.set_defaults(handler=_validate)
+
+    render_command = commands.add_parser(
+        "render", help="print the final manifests of a compiled job (kustomize build)"
+    )
+    render_command.add_argument("directory", metavar="DIRECTORY")
+    render_command.set_defaults(handler=_render)
+
+    init = commands.add_parser("init", help="scaffold a GitOps repository for training jobs")
+    init.add_argument("directory", nargs="?", default=".", metavar="DIRECTORY")
+    init.set_defaults(handler=_init)
+
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")
     schema.set_defaults(handler=_schema)
     return root
@@ -105,6 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = len(error.problems)
         print(f"tfcompile: {count} problem{'s' if count != 1 else ''} found; nothing was written",
               file=sys.stderr)
+        return EXIT_USAGE
+    except KubernetesVersionError as error:
+        print(f"tfcompile: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

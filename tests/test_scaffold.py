@@ -1,0 +1,130 @@
+"""`tfcompile init`: a GitOps repository whose own CI check passes from the first commit, and
+the pre-commit hooks this repository offers to others."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import REPOSITORY, Result
+from tfcompile.compiler.cli import parser
+
+BIN = str(Path(sys.executable).parent)
+
+
+def run_check(repository: Path) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}",
+                   "TFCOMPILE_SKIP_KUBECONFORM": "1"}
+    return subprocess.run(["sh", "ci/check.sh"], cwd=repository, env=environment,
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def repository(tmp_path: Path, run_cli: Callable[..., Result]) -> Path:
+    target = tmp_path / "training-jobs"
+    result = run_cli("init", str(target))
+    assert result.status == 0, result.stderr
+    return target
+
+
+def load(path: Path) -> object:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def test_init_writes_a_complete_repository(repository: Path) -> None:
+    files = sorted(p.relative_to(repository).as_posix() for p in repository.rglob("*")
+                   if p.is_file())
+    for expected in (".github/workflows/tfcompile.yaml", ".gitlab-ci.yml",
+                     ".pre-commit-config.yaml", "ci/check.sh",
+                     "deploy/argocd/applicationset.yaml", "deploy/flux/training-jobs.yaml",
+                     "jobs/example/job.yaml", "jobs/example/train.py",
+                     "jobs/trainingjob.schema.json", "overlays/azure/kustomization.yaml",
+                     "overlays/gpu/kustomization.yaml", "output/example/kustomization.yaml"):
+        assert expected in files
+    shipped = REPOSITORY / "overlays" / "gpu" / "kustomization.yaml"
+    assert (repository / "overlays/gpu/kustomization.yaml").read_text() == shipped.read_text()
+
+
+def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(repository: Path) -> None:
+    first = run_check(repository)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "output/example: 7 objects rendered" in first.stdout
+    assert "kubeconform is not installed: skipped" in first.stdout
+    job = repository / "jobs/example/job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    stale = run_check(repository)
+    assert stale.returncode == 1
+    assert "-  replicas: 2\n+  replicas: 3\n" in stale.stdout
+    assert "+          value: '3'" in stale.stdout  # TOT_WORKERS
+
+
+def test_the_check_demands_kubeconform_unless_told_to_skip(repository: Path) -> None:
+    environment = {**os.environ, "PATH": f"{BIN}:/usr/bin:/bin"}
+    process = subprocess.run(["sh", "ci/check.sh"], cwd=repository, env=environment,
+                             capture_output=True, text=True, check=False)
+    assert process.returncode == 1
+    assert "kubeconform is not installed" in process.stderr
+
+
+def test_workflows_run_the_check_with_the_installed_version(repository: Path) -> None:
+    github = load(repository / ".github/workflows/tfcompile.yaml")
+    assert isinstance(github, dict)
+    steps = github["jobs"]["check"]["steps"]
+    assert steps[-1]["run"] == "sh ci/check.sh"
+    assert 'pip install "tfcompile==0.1.0"' in steps[2]["run"]
+    gitlab = load(repository / ".gitlab-ci.yml")
+    assert isinstance(gitlab, dict)
+    assert gitlab["tfcompile"]["script"] == ["sh ci/check.sh"]
+
+
+def test_argo_cd_and_flux_sync_every_job_directory_with_prune(repository: Path) -> None:
+    application_set = load(repository / "deploy/argocd/applicationset.yaml")
+    assert isinstance(application_set, dict)
+    spec = application_set["spec"]
+    assert spec["generators"][0]["git"]["directories"] == [{"path": "output/*"}]
+    assert spec["template"]["spec"]["source"]["path"] == "{{.path.path}}"
+    assert spec["template"]["spec"]["syncPolicy"]["automated"] == {"prune": True,
+                                                                    "selfHeal": True}
+    documents = list(YAML(typ="safe").load_all(
+        (repository / "deploy/flux/training-jobs.yaml").read_text()))
+    kustomization = next(d for d in documents if d["kind"] == "Kustomization")
+    assert kustomization["spec"]["path"] == "./output"
+    assert kustomization["spec"]["prune"] is True
+
+
+def test_pre_commit_configuration_runs_a_real_command(repository: Path) -> None:
+    configuration = load(repository / ".pre-commit-config.yaml")
+    assert isinstance(configuration, dict)
+    [hook] = configuration["repos"][0]["hooks"]
+    words = shlex.split(hook["entry"])
+    assert words[0] == "tfcompile"
+    arguments = parser().parse_args(words[1:])
+    assert arguments.command == "build"
+
+
+def test_init_overwrites_nothing(repository: Path, run_cli: Callable[..., Result]) -> None:
+    job = repository / "jobs/example/job.yaml"
+    job.write_text("# mine\n")
+    result = run_cli("init", str(repository))
+    assert result.status == 2
+    assert "overwrites nothing" in result.stderr
+    assert job.read_text() == "# mine\n"
+
+
+def test_this_repository_offers_pre_commit_hooks_that_parse() -> None:
+    hooks = load(REPOSITORY / ".pre-commit-hooks.yaml")
+    assert isinstance(hooks, list)
+    assert [hook["id"] for hook in hooks] == ["tfcompile-build", "tfcompile-check",
+                                              "tfcompile-validate"]
+    for hook in hooks:
+        words = shlex.split(hook["entry"]) + hook.get("args", [])
+        assert words[0] == "tfcompile"
+        assert parser().parse_args(words[1:]).command in {"build", "validate"}
+        assert hook["language"] == "python" and hook["pass_filenames"] is False
