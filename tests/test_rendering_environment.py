@@ -330,7 +330,12 @@ def test_quantities() -> None:
 
 def test_service_environment_ranks_last_and_is_appended() -> None:
     variables, _ = environment_of(
-        {"env": [{"name": "H", "value": "$(KUBERNETES_SERVICE_HOST)"}, {"name": "X", "value": "1"}]},
+        {
+            "env": [
+                {"name": "H", "value": "$(KUBERNETES_SERVICE_HOST)"},
+                {"name": "X", "value": "1"},
+            ]
+        },
         service_environment={"KUBERNETES_SERVICE_HOST": "10.96.0.1", "X": "service"},
     )
     assert variables == {"H": "10.96.0.1", "X": "1", "KUBERNETES_SERVICE_HOST": "10.96.0.1"}

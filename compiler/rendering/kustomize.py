@@ -20,7 +20,11 @@ RENDER_TIMEOUT_SECONDS = 120
 _KLOG_FAILURE = re.compile(r'"command failed" err=(?P<quoted>".*")\s*$')
 
 
-class RenderError(Exception):
+class RenderingError(Exception):
+    """A user-facing failure to turn a directory into Kubernetes objects; print its message."""
+
+
+class RenderError(RenderingError):
     """Kustomize could not render a directory; the message is Kustomize's own, without noise."""
 
 

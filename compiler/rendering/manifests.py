@@ -15,10 +15,12 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from .kustomize import RenderingError
+
 KubernetesObject = dict[str, Any]
 
 
-class ManifestError(Exception):
+class ManifestError(RenderingError):
     """Rendered text that is not a list of Kubernetes objects."""
 
 

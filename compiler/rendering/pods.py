@@ -39,8 +39,10 @@ __all__ = [
     "Volume",
     "VolumeMount",
     "environment_sources",
+    "ordinal_start_of",
     "pod_from_template",
     "pods_of",
+    "replicas_of",
 ]
 
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -139,8 +141,7 @@ def pods_of(
     pods: list[Pod] = []
     for stateful_set in objects_of_kind(objects, "StatefulSet"):
         spec = stateful_set.get("spec") or {}
-        replicas = int(spec.get("replicas", 1))
-        start = int((spec.get("ordinals") or {}).get("start", 0))
+        replicas, start = replicas_of(stateful_set), ordinal_start_of(stateful_set)
         owner = name_of(stateful_set)
         namespace = namespace_of(stateful_set)
         sources = environment_sources(objects, namespace, secrets)
@@ -169,6 +170,18 @@ def pods_of(
                 )
             )
     return pods
+
+
+def replicas_of(stateful_set: KubernetesObject) -> int:
+    """`spec.replicas`, 1 when unset or null as the API server defaults it."""
+    replicas = (stateful_set.get("spec") or {}).get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def ordinal_start_of(stateful_set: KubernetesObject) -> int:
+    """The first pod ordinal: `spec.ordinals.start`, 0 when unset."""
+    start = ((stateful_set.get("spec") or {}).get("ordinals") or {}).get("start")
+    return 0 if start is None else int(start)
 
 
 def environment_sources(

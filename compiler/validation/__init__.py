@@ -1,0 +1,22 @@
+"""Check compiled output as a cluster would receive it: render, then schemas and topology."""
+
+from .report import Prerequisite, Problem, ValidationReport
+from .validator import validate, validate_rendered
+from .versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    OLDEST_KUBERNETES_VERSION,
+    KubernetesVersionError,
+    known_versions,
+)
+
+__all__ = [
+    "DEFAULT_KUBERNETES_VERSION",
+    "OLDEST_KUBERNETES_VERSION",
+    "KubernetesVersionError",
+    "Prerequisite",
+    "Problem",
+    "ValidationReport",
+    "known_versions",
+    "validate",
+    "validate_rendered",
+]

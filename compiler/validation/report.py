@@ -1,0 +1,81 @@
+"""What `tfcompile validate` found: problems to fix, objects the cluster must already have.
+
+Kept apart from the checks so the CLI (and CI output) can print a report without knowing how it
+was made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """A rendered object that would fail in a cluster: which object, what broke, what to do."""
+
+    object_reference: str  # "StatefulSet/mnist-worker"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.object_reference}: {self.message}"
+
+
+@dataclass(frozen=True, order=True)
+class Prerequisite:
+    """An object the job uses but does not create; it must exist before the pods can start.
+
+    `optional` is true when every reference to it is marked optional. `keys` are the keys the
+    job reads from it (empty for a whole Secret/ConfigMap, a volume or a claim).
+    """
+
+    kind: str
+    name: str
+    namespace: str | None
+    used_by: tuple[str, ...]
+    keys: tuple[str, ...] = ()
+    optional: bool = False
+
+    def __str__(self) -> str:
+        where = f" in namespace {self.namespace}" if self.namespace else ""
+        keys = f" (keys: {', '.join(self.keys)})" if self.keys else ""
+        optional = ", optional" if self.optional else ""
+        return f"{self.kind}/{self.name}{where}{keys}: used by {', '.join(self.used_by)}{optional}"
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The result of validating one rendered directory against one Kubernetes version.
+
+    `rendered` is Kustomize's output exactly as a GitOps controller would apply it; `notes` are
+    things worth knowing that are not wrong (kinds without a schema, skipped keys).
+    """
+
+    directory: Path
+    kubernetes_version: str
+    rendered: str
+    objects: list[dict[str, Any]] = field(repr=False)
+    problems: list[Problem]
+    prerequisites: list[Prerequisite]
+    notes: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_text(self) -> str:
+        """A plain-text summary: problems, then prerequisites, then notes."""
+        lines = [
+            f"{self.directory}: {len(self.objects)} objects rendered, checked against "
+            f"Kubernetes {self.kubernetes_version}: "
+            + (
+                "no problems"
+                if self.ok
+                else f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}"
+            )
+        ]
+        lines.extend(f"  error: {problem}" for problem in self.problems)
+        lines.extend(f"  requires: {prerequisite}" for prerequisite in self.prerequisites)
+        lines.extend(f"  note: {note}" for note in self.notes)
+        return "\n".join(lines) + "\n"

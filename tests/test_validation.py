@@ -1,0 +1,570 @@
+"""`validate` on real Kustomize output: compiled examples, and user overlays that break them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tfcompile.compiler.cli import main
+from tfcompile.compiler.rendering.kustomize import RenderError, render
+from tfcompile.compiler.validation import (
+    DEFAULT_KUBERNETES_VERSION,
+    KubernetesVersionError,
+    Prerequisite,
+    Problem,
+    ValidationReport,
+    known_versions,
+    validate,
+    validate_rendered,
+)
+from tfcompile.compiler.validation.limits import STATEFUL_SET_NAME_LIMIT
+from tfcompile.compiler.validation.topology import Host, parse_host
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+EXAMPLES = REPOSITORY / "examples"
+FIXTURE = Path(__file__).parent / "fixtures" / "validation" / "mnist"
+
+
+def compile_example(example: str, output: Path) -> Path:
+    """Compile examples/<example>/job.yaml with `tfcompile build` into `output`."""
+    status = main(["build", str(EXAMPLES / example / "job.yaml"), "-o", str(output)])
+    assert status == 0
+    return output / example
+
+
+@pytest.fixture
+def mnist(tmp_path: Path) -> Path:
+    return compile_example("mnist", tmp_path / "output")
+
+
+def user_overlay(base: Path, kustomization: str) -> Path:
+    """A user's kustomization that includes a compiled job as a resource and changes it."""
+    user = base.parent.parent / "user"
+    user.mkdir()
+    (user / "kustomization.yaml").write_text(
+        f"resources: [../output/{base.name}]\n" + textwrap.dedent(kustomization)
+    )
+    return user
+
+
+def messages(report: ValidationReport) -> list[str]:
+    return [str(problem) for problem in report.problems]
+
+
+@pytest.mark.parametrize("example", sorted(path.name for path in EXAMPLES.iterdir()))
+def test_compiled_examples_validate_cleanly(example: str, tmp_path: Path) -> None:
+    if not (EXAMPLES / example / "job.yaml").is_file():
+        pytest.skip("not a job")
+    report = validate(compile_example(example, tmp_path / "output"))
+    assert messages(report) == []
+    assert report.kubernetes_version == DEFAULT_KUBERNETES_VERSION
+    assert report.rendered == render(tmp_path / "output" / example)
+
+
+def test_hand_written_contract_fixture_validates_and_lists_prerequisites() -> None:
+    report = validate(FIXTURE)
+    assert report.ok
+    assert report.prerequisites == [
+        Prerequisite(
+            kind="Secret",
+            name="s3-credentials",
+            namespace=None,
+            used_by=("StatefulSet/mnist-chief", "StatefulSet/mnist-worker"),
+            keys=("secret",),
+        )
+    ]
+    assert "requires: Secret/s3-credentials (keys: secret)" in report.to_text()
+
+
+def test_validation_is_deterministic(mnist: Path) -> None:
+    assert validate(mnist) == validate(mnist)
+
+
+def test_namespace_overlay_keeps_short_hosts_working(mnist: Path) -> None:
+    report = validate(user_overlay(mnist, "namespace: ml\n"))
+    assert messages(report) == []
+    assert {item["metadata"]["namespace"] for item in report.objects} == {"ml"}
+
+
+@pytest.mark.parametrize(
+    ("setting", "pod"),
+    [("namePrefix: team-", "team-mnist-worker-0"), ("nameSuffix: -v2", "mnist-worker-v2-0")],
+)
+def test_name_prefix_or_suffix_breaks_tf_config_hosts(mnist: Path, setting: str, pod: str) -> None:
+    report = validate(user_overlay(mnist, setting + "\n"))
+    owner = "StatefulSet/" + pod.removesuffix("-0")
+    assert [problem.object_reference for problem in report.problems] == [owner, owner]
+    first = report.problems[0].message
+    assert "cluster.worker[0] lists mnist-worker-0.mnist-worker:2222" in first
+    assert "no rendered StatefulSet creates a pod named mnist-worker-0" in first
+    assert pod in first
+    assert "set the name in job.yaml" in first
+
+
+def test_replica_patch_without_recompiling_is_caught(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: replace, path: /spec/replicas, value: 3}
+            """,
+        )
+    )
+    assert len(report.problems) == 1
+    problem = report.problems[0]
+    assert problem.object_reference == "StatefulSet/mnist-worker"
+    assert "3 replicas but TF_CONFIG lists 2 worker tasks" in problem.message
+    assert "replicas in job.yaml" in problem.message
+
+
+def test_scaling_down_by_patch_is_one_problem(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: replace, path: /spec/replicas, value: 1}
+            """,
+        )
+    )
+    assert messages(report) == [
+        "StatefulSet/mnist-worker: it has 1 replicas but TF_CONFIG lists 2 worker tasks, so the "
+        "cluster waits for tasks that no pod runs; change the role's replicas in job.yaml and run "
+        "`tfcompile build` (a patch to replicas does not update TF_CONFIG)"
+    ]
+
+
+def test_service_patched_to_cluster_ip_is_not_headless(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: Service, name: mnist-worker}
+              patch: |
+                - {op: remove, path: /spec/clusterIP}
+                - {op: add, path: /spec/type, value: ClusterIP}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
+    assert "not headless" in report.problems[0].message
+    assert "clusterIP: None" in report.problems[0].message
+
+
+def test_service_without_publish_not_ready_addresses(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: Service, name: mnist-worker}
+              patch: |
+                - {op: replace, path: /spec/publishNotReadyAddresses, value: false}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
+    assert "publishNotReadyAddresses" in report.problems[0].message
+
+
+def test_service_selector_that_misses_the_pods(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: Service, name: mnist-worker}
+              patch: |
+                - {op: add, path: /spec/selector/tier, value: gpu}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
+    assert "selects tier=gpu" in report.problems[0].message
+
+
+def test_removed_governing_service(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: Service, name: mnist-worker}
+              patch: |
+                $patch: delete
+                apiVersion: v1
+                kind: Service
+                metadata: {name: mnist-worker}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["StatefulSet/mnist-worker"]
+    assert "no Service/mnist-worker is rendered" in report.problems[0].message
+
+
+def test_removed_container_port(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: remove, path: /spec/template/spec/containers/0/ports}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == [
+        "StatefulSet/mnist-worker",
+        "Service/mnist-worker",
+    ]
+    assert "no container declares containerPort 2222" in report.problems[0].message
+    assert "no port of it reaches port 2222" in report.problems[1].message
+
+
+def test_renamed_container_port_breaks_the_named_target_port(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: replace, path: /spec/template/spec/containers/0/ports/0/name, value: grpc}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
+    assert (
+        "no port of it reaches port 2222 of the pods of StatefulSet/mnist-worker"
+        in report.problems[0].message
+    )
+
+
+def test_changed_container_port_number(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: replace, path: /spec/template/spec/containers/0/ports/0/containerPort,
+                   value: 3333}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == [
+        "StatefulSet/mnist-worker",
+        "Service/mnist-worker",
+    ]
+
+
+def test_env_reordered_so_task_index_comes_after_tf_config(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: move, from: /spec/template/spec/containers/0/env/0,
+                   path: /spec/template/spec/containers/0/env/-}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["StatefulSet/mnist-worker"]
+    assert "still contains $(TASK_INDEX)" in report.problems[0].message
+    assert "defined in env before TF_CONFIG" in report.problems[0].message
+
+
+def test_pods_that_disagree_on_the_cluster() -> None:
+    objects_text = render(FIXTURE).replace(
+        '"chief":["mnist-chief-0.mnist-chief:2222"],"worker"', '"worker"', 1
+    )
+    report = validate_rendered(objects_text, FIXTURE)
+    references = [problem.object_reference for problem in report.problems]
+    assert "StatefulSet/mnist-chief" in references
+    assert any("every pod must see the same cluster" in message for message in messages(report))
+
+
+def test_tf_config_too_big_for_one_environment_string() -> None:
+    padding = "x" * 131072
+    rendered = render(FIXTURE).replace('"environment":"cloud"', f'"padding":"{padding}"')
+    report = validate_rendered(rendered, FIXTURE)
+    assert {problem.object_reference for problem in report.problems} == {
+        "StatefulSet/mnist-chief",
+        "StatefulSet/mnist-worker",
+    }
+    assert all("MAX_ARG_STRLEN" in message for message in messages(report))
+
+
+def test_misspelt_field_fails_the_strict_schema(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - {op: add, path: /spec/template/spec/containers/0/imagePullPolicyy, value: Always}
+                - {op: replace, path: /spec/replicas, value: "2"}
+            """,
+        )
+    )
+    assert messages(report) == [
+        "StatefulSet/mnist-worker: spec.replicas: \"2\" is not of type ['integer', 'null'] "
+        "(Kubernetes 1.33 schema; the API server would reject this object)",
+        "StatefulSet/mnist-worker: spec.template.spec.containers[0]: fields are not allowed "
+        "('imagePullPolicyy' was unexpected) (Kubernetes 1.33 schema; the API server would "
+        "reject this object)",
+    ]
+
+
+def test_unknown_kinds_are_noted_not_failed(mnist: Path) -> None:
+    user = user_overlay(mnist, "")
+    (user / "kustomization.yaml").write_text("resources: [../output/mnist, widget.yaml]\n")
+    (user / "widget.yaml").write_text(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: thing}\nspec: {size: 1}\n"
+    )
+    report = validate(user)
+    assert report.ok
+    assert report.notes == [
+        "Widget/thing: example.com/v1 Widget is not a built-in Kubernetes 1.33 kind; "
+        "its fields were not checked"
+    ]
+
+
+def test_long_name_suffix_breaks_the_revision_hash_label(mnist: Path) -> None:
+    suffix = "-" + "x" * (STATEFUL_SET_NAME_LIMIT - len("mnist-worker"))
+    report = validate(user_overlay(mnist, f"nameSuffix: {suffix}\n"))
+    name_problems = [problem for problem in report.problems if "characters" in problem.message]
+    assert [problem.object_reference for problem in name_problems] == [
+        f"StatefulSet/mnist-worker{suffix}"
+    ]
+    assert "controller-revision-hash" in name_problems[0].message
+
+
+def test_object_too_big_for_client_side_apply(mnist: Path) -> None:
+    user = user_overlay(
+        mnist,
+        f"""\
+        configMapGenerator:
+        - name: vocabulary
+          literals: [words={"w" * 270000}]
+        """,
+    )
+    report = validate(user)
+    assert len(report.problems) == 1
+    assert report.problems[0].object_reference.startswith("ConfigMap/vocabulary-")
+    assert "ServerSideApply=true" in report.problems[0].message
+
+
+def test_missing_key_in_a_rendered_config_map(mnist: Path) -> None:
+    report = validate(
+        user_overlay(
+            mnist,
+            """\
+            configMapGenerator:
+            - name: settings
+              literals: [mode=fast]
+            patches:
+            - target: {kind: StatefulSet, name: mnist-worker}
+              patch: |
+                - op: add
+                  path: /spec/template/spec/containers/0/env/-
+                  value: {name: MODE, valueFrom: {configMapKeyRef: {name: settings, key: speed}}}
+            """,
+        )
+    )
+    assert len(report.problems) == 1
+    assert report.problems[0].object_reference == "StatefulSet/mnist-worker"
+    assert "key 'speed' of ConfigMap/settings-" in report.problems[0].message
+    assert report.prerequisites == []
+
+
+def test_single_pod_job_scaled_by_patch(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "job.yaml").write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: tfcompile.dev/v1alpha1
+            kind: TrainingJob
+            metadata: {name: solo}
+            spec:
+              image: tensorflow/tensorflow:2.16.1
+              command: [python, /app/train.py]
+              roles:
+                worker: {replicas: 1}
+            """
+        )
+    )
+    assert main(["build", str(jobs / "job.yaml"), "-o", str(tmp_path / "output")]) == 0
+    solo = tmp_path / "output" / "solo"
+    assert validate(solo).ok
+    report = validate(
+        user_overlay(
+            solo,
+            """\
+            patches:
+            - target: {kind: StatefulSet}
+              patch: |
+                - {op: replace, path: /spec/replicas, value: 3}
+            """,
+        )
+    )
+    assert [problem.object_reference for problem in report.problems] == ["StatefulSet/solo-worker"]
+    assert "none has TF_CONFIG" in report.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("1.28", "1.28"), ("v1.30", "1.30"), ("1.31.4", "1.31"), (known_versions()[-1],) * 2],
+)
+def test_known_versions_are_accepted(version: str, expected: str) -> None:
+    report = validate(FIXTURE, version)
+    assert report.ok
+    assert report.kubernetes_version == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [("1.27", "too old"), ("2.0", "unknown Kubernetes version"), ("latest", "unknown")],
+)
+def test_unknown_version_lists_the_known_ones(version: str, message: str) -> None:
+    with pytest.raises(KubernetesVersionError) as failure:
+        validate(FIXTURE, version)
+    assert message in str(failure.value)
+    assert DEFAULT_KUBERNETES_VERSION in str(failure.value)
+    assert "1.28" in str(failure.value)
+
+
+def test_strict_environment_names_before_1_32(tmp_path: Path) -> None:
+    user = user_overlay_of_fixture(
+        tmp_path,
+        """\
+        configMapGenerator:
+        - name: settings
+          literals: [1st=one, second=two]
+        patches:
+        - target: {kind: StatefulSet, name: mnist-worker}
+          patch: |
+            - op: add
+              path: /spec/template/spec/containers/0/envFrom
+              value: [{configMapRef: {name: settings}}]
+        """,
+    )
+    assert not any("1st" in note for note in validate(user, "1.33").notes)
+    old = validate(user, "1.31")
+    assert old.ok
+    assert any("does not get envFrom keys 1st" in note for note in old.notes)
+
+
+def user_overlay_of_fixture(tmp_path: Path, kustomization: str) -> Path:
+    output = tmp_path / "output"
+    output.mkdir()
+    job = output / "mnist"
+    job.mkdir()
+    for source in FIXTURE.iterdir():
+        (job / source.name).write_text(source.read_text())
+    return user_overlay(job, kustomization)
+
+
+def test_render_failure_is_an_error_not_a_report(tmp_path: Path) -> None:
+    with pytest.raises(RenderError, match="kustomization"):
+        validate(tmp_path)
+
+
+def test_problem_names_the_object() -> None:
+    assert str(Problem("StatefulSet/a", "broke")) == "StatefulSet/a: broke"
+
+
+@pytest.mark.parametrize(
+    ("text", "parts"),
+    [
+        ("job-worker-0.job-worker:2222", ("job-worker-0", "job-worker", None, 2222)),
+        ("a-0.a.ml:1", ("a-0", "a", "ml", 1)),
+        ("a-0.a.ml.svc:1", ("a-0", "a", "ml", 1)),
+        ("a-0.a.ml.svc.cluster.local:1", ("a-0", "a", "ml", 1)),
+        ("a-0.a.ml.pod.cluster.local:1", None),
+        ("a-0:2222", None),
+        ("a-0.a", None),
+        ("a-0.a:0", None),
+        ("a-0.a:port", None),
+        ("10.0.0.1:2222", None),
+    ],
+)
+def test_tf_config_host_forms(text: str, parts: tuple[str, str, str | None, int] | None) -> None:
+    assert parse_host(text) == (None if parts is None else Host(text, *parts))
+
+
+@pytest.mark.parametrize(
+    ("host_suffix", "problem"),
+    [
+        (".ml.svc.cluster.local:2222", None),
+        (".ml.svc:2222", None),
+        (
+            ".other.svc:2222",
+            "in namespace other, but the job's pods are rendered into namespace ml",
+        ),
+    ],
+)
+def test_fully_qualified_hosts(tmp_path: Path, host_suffix: str, problem: str | None) -> None:
+    user = user_overlay_of_fixture(tmp_path, "namespace: ml\n")
+    rendered = render(user)
+    for role in ("chief", "worker"):
+        rendered = rendered.replace(f".mnist-{role}:2222", f".mnist-{role}{host_suffix}")
+    report = validate_rendered(rendered, user)
+    if problem is None:
+        assert messages(report) == []
+    else:
+        assert report.problems
+        assert all(problem in message for message in messages(report))
+
+
+def test_objects_of_the_wrong_shape_are_schema_problems_not_crashes() -> None:
+    rendered = render(FIXTURE)
+    broken = rendered.replace("      containers:\n", "      containers: oops\n      ignored:\n", 1)
+    report = validate_rendered(broken, FIXTURE)
+    assert not report.ok
+    assert all("schema" in message for message in messages(report))
+    assert report.notes[-1].startswith("names, sizes, the TensorFlow topology and references")
+
+
+def test_null_replicas_means_one(tmp_path: Path) -> None:
+    rendered = render(FIXTURE).replace("replicas: 1\n", "replicas: null\n")
+    report = validate_rendered(rendered, FIXTURE)
+    assert messages(report) == []
+
+
+def test_other_stateful_sets_in_the_same_kustomization_are_left_alone(mnist: Path) -> None:
+    user = user_overlay(mnist, "")
+    (user / "kustomization.yaml").write_text("resources: [../output/mnist, cache.yaml]\n")
+    (user / "cache.yaml").write_text(
+        textwrap.dedent(
+            """\
+            apiVersion: apps/v1
+            kind: StatefulSet
+            metadata: {name: cache}
+            spec:
+              replicas: 3
+              serviceName: cache
+              selector: {matchLabels: {app: cache}}
+              template:
+                metadata: {labels: {app: cache}}
+                spec:
+                  containers: [{name: redis, image: redis:7}]
+            """
+        )
+    )
+    report = validate(user)
+    assert messages(report) == []
