@@ -17,6 +17,8 @@ from tfcompile.spec.schema import schema_text
 
 from .build import BuildSettings, build_plan
 from .immutable_fields import immutable_changes
+from .local_run import LocalRunOptions, SecretsFileError
+from .local_run.job import LocalJobError, LocalJobSettings, run_job
 from .output_tree import unified_diff, write
 from .rendering.kustomize import RenderingError, render
 from .scaffold import ScaffoldError, write_scaffold
@@ -123,6 +125,32 @@ def _init(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _run_local(arguments: argparse.Namespace) -> int:
+    options = LocalRunOptions(
+        restart_limit=arguments.restart_limit,
+        backoff_initial_seconds=arguments.backoff,
+        backoff_maximum_seconds=max(arguments.backoff, 300.0),
+        timeout_seconds=arguments.timeout,
+        claims_directory=Path(arguments.claims_directory) if arguments.claims_directory else None,
+    )
+    settings = LocalJobSettings(
+        job_file=Path(arguments.job),
+        overlays=Path(arguments.overlays),
+        secrets_file=Path(arguments.secrets) if arguments.secrets else None,
+        options=options,
+    )
+    try:
+        outcome = run_job(settings)
+    except SecretsFileError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    except (LocalJobError, RenderingError) as error:
+        print(f"tfcompile: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return outcome.exit_code
+
+
 def _schema(arguments: argparse.Namespace) -> int:
     sys.stdout.write(schema_text())
     return EXIT_OK
@@ -172,6 +200,25 @@ def parser() -> argparse.ArgumentParser:
     )
     render_command.add_argument("directory", metavar="DIRECTORY")
     render_command.set_defaults(handler=_render)
+
+    run_local = commands.add_parser(
+        "run-local", help="run every pod of a job on this machine as a cluster would (root)"
+    )
+    run_local.add_argument("job", metavar="JOB.yaml")
+    run_local.add_argument("--overlays", default="overlays",
+                           help="directory of the Kustomize Components (default: overlays)")
+    run_local.add_argument("--secrets", metavar="FILE",
+                           help="values of the Secrets the job references, one "
+                                "`secret-name/key=value` a line")
+    run_local.add_argument("--restart-limit", type=int, default=3,
+                           help="end the run when a container needs more restarts (default: 3)")
+    run_local.add_argument("--backoff", type=float, default=10.0, metavar="SECONDS",
+                           help="first restart delay, doubling like the kubelet's (default: 10)")
+    run_local.add_argument("--timeout", type=float, metavar="SECONDS",
+                           help="end the run as failed after this long")
+    run_local.add_argument("--claims-directory", metavar="DIRECTORY",
+                           help="keep each claim's data in DIRECTORY/<claim> after the run")
+    run_local.set_defaults(handler=_run_local)
 
     init = commands.add_parser("init", help="scaffold a GitOps repository for training jobs")
     init.add_argument("directory", nargs="?", default=".", metavar="DIRECTORY")

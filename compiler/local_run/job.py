@@ -1,0 +1,85 @@
+"""From `job.yaml` to a local run: compile, render with the job's overlays, run the pods.
+
+The job is compiled and rendered exactly as CI and Argo CD would (into a temporary directory),
+and the runtime reads the rendered manifests through `rendering`, the same code `validate` uses,
+so a local run tests the YAML a cluster would get, not the compiler's intent.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..build import BuildSettings, compile_all
+from ..labels import ROLE_LABEL
+from ..output_tree import plan, write
+from ..rendering.kustomize import render
+from ..rendering.manifests import parse_manifests
+from ..rendering.pods import Pod, pods_of
+from .options import LocalRunOptions, RunOutcome
+from .runner import run_pods
+from .secrets_file import parse_secrets_file
+
+
+class LocalJobError(Exception):
+    """The job file cannot be run locally; the message says why."""
+
+
+@dataclass(frozen=True)
+class LocalJobSettings:
+    job_file: Path
+    overlays: Path
+    secrets_file: Path | None
+    options: LocalRunOptions
+
+
+def success_pods(pods: Sequence[Pod]) -> list[str]:
+    """Whose success ends the run: the chief, or every worker when there is no chief (as the
+    TFJob operator judged a job)."""
+    by_role: dict[str, list[str]] = {}
+    for pod in pods:
+        by_role.setdefault(pod.labels.get(ROLE_LABEL, ""), []).append(pod.name)
+    return by_role.get("chief") or by_role.get("worker") or []
+
+
+def config_maps(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    return {
+        str(item["metadata"]["name"]): {str(k): str(v) for k, v in (item.get("data") or {}).items()}
+        for item in objects
+        if item.get("kind") == "ConfigMap"
+    }
+
+
+def rendered_pods(
+    settings: LocalJobSettings, directory: Path
+) -> tuple[list[Pod], list[dict[str, Any]], dict[tuple[str, str], str]]:
+    """Compile and render the job under `directory`; the pods and objects a cluster would get."""
+    compiled = compile_all(BuildSettings(inputs=[settings.job_file], output=directory / "output",
+                                         overlays=settings.overlays))
+    if len(compiled) != 1:
+        names = ", ".join(job.name for job in compiled)
+        raise LocalJobError(f"{settings.job_file} holds {len(compiled)} jobs ({names}); "
+                            "run-local runs one: put it in a file of its own")
+    write(plan(directory / "output", compiled))
+    objects = parse_manifests(render(directory / "output" / compiled[0].name))
+    secrets = parse_secrets_file(settings.secrets_file) if settings.secrets_file else {}
+    return pods_of(objects, secrets=secrets), objects, secrets
+
+
+def run_job(settings: LocalJobSettings) -> RunOutcome:
+    """Run every pod of the job's StatefulSets until the training succeeds or fails."""
+    with tempfile.TemporaryDirectory(prefix="tfcompile-run-local-") as temporary:
+        pods, objects, secrets = rendered_pods(settings, Path(temporary))
+        if not pods:
+            raise LocalJobError("the rendered job has no pods (suspend: true, or every role has "
+                                "replicas: 0)")
+        options = LocalRunOptions(**{
+            **settings.options.__dict__,
+            "config_maps": config_maps(objects),
+            "secrets": secrets,
+            "success_pods": success_pods(pods),
+        })
+        return run_pods(pods, options)

@@ -1,0 +1,202 @@
+"""The host directories behind a pod's volumes, and the mounts each of its containers asks for.
+
+All of them live in the run's temporary directory, never at the paths the pods see:
+- emptyDir: one directory per pod and volume, kept across the pod's container restarts
+  (`medium: Memory` and `sizeLimit` are not enforced: it is a plain directory);
+- persistentVolumeClaim: one directory per claim name, shared by every pod that mounts the claim;
+- configMap / secret: the keys written as files (respecting `items`, `defaultMode` and `mode`),
+  mounted read-only as the kubelet does. ConfigMap data comes from the caller; Secret data from
+  the secrets file.
+Other volume kinds are refused before the run starts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfcompile.compiler.rendering.pods import Container, Pod, Volume
+
+from .filesystem_view import MountRequest
+
+EMPTY_DIRECTORY = "emptyDir"
+CLAIM = "persistentVolumeClaim"
+CONFIG_MAP = "configMap"
+SECRET = "secret"
+SUPPORTED_KINDS = (EMPTY_DIRECTORY, CLAIM, CONFIG_MAP, SECRET)
+DEFAULT_FILE_MODE = 0o644
+
+
+@dataclass(frozen=True)
+class ProjectedFile:
+    """One file of a configMap or secret volume."""
+
+    path: str
+    text: str
+    mode: int
+
+
+def relative_path_problem(path: str) -> str | None:
+    """Why `path` cannot be a path inside a volume, or None when it can."""
+    if not path:
+        return "is empty"
+    if path.startswith("/"):
+        return "must be relative"
+    if ".." in path.split("/"):
+        return "must not contain '..'"
+    return None
+
+
+def _source_data(volume: Volume, config_maps: Mapping[str, Mapping[str, str]],
+                 secrets: Mapping[tuple[str, str], str]) -> tuple[str, Mapping[str, str] | None]:
+    if volume.kind == CONFIG_MAP:
+        name = str(volume.source.get("name", ""))
+        return f"ConfigMap {name}", config_maps.get(name)
+    name = str(volume.source.get("secretName", ""))
+    data = {key: value for (secret, key), value in secrets.items() if secret == name}
+    return f"Secret {name}", data or None
+
+
+def _missing_source_advice(volume: Volume) -> str:
+    if volume.kind == CONFIG_MAP:
+        return "it is not among the rendered manifests"
+    name = volume.source.get("secretName", "")
+    return (f"supply its keys in the secrets file (--secrets FILE), one `{name}/KEY=VALUE` "
+            "line per key")
+
+
+def projected_files(
+    volume: Volume,
+    config_maps: Mapping[str, Mapping[str, str]],
+    secrets: Mapping[tuple[str, str], str],
+) -> tuple[list[ProjectedFile], list[str]]:
+    """The files of a configMap or secret volume, and the problems that prevent making them."""
+    what, data = _source_data(volume, config_maps, secrets)
+    optional = bool(volume.source.get("optional", False))
+    if data is None:
+        if optional:
+            return [], []
+        return [], [f"volume {volume.name} needs {what}, which is not available: "
+                    f"{_missing_source_advice(volume)}"]
+    default_mode = int(volume.source.get("defaultMode", DEFAULT_FILE_MODE))
+    items: list[dict[str, Any]] | None = volume.source.get("items")
+    if items is None:
+        return [ProjectedFile(key, text, default_mode) for key, text in sorted(data.items())], []
+    files: list[ProjectedFile] = []
+    problems: list[str] = []
+    for item in items:
+        key, path = str(item.get("key", "")), str(item.get("path", ""))
+        problem = relative_path_problem(path)
+        if problem is not None:
+            problems.append(f"volume {volume.name}: item path {path!r} {problem}")
+        elif key not in data:
+            if not optional:
+                problems.append(f"volume {volume.name}: {what} has no key {key!r}")
+        else:
+            files.append(ProjectedFile(path, data[key], int(item.get("mode", default_mode))))
+    return files, problems
+
+
+def _sub_path_problem(volume: Volume, sub_path: str, files: list[ProjectedFile]) -> str | None:
+    problem = relative_path_problem(sub_path)
+    if problem is not None:
+        return f"subPath {sub_path!r} {problem}"
+    if volume.kind in (CONFIG_MAP, SECRET):
+        inside = posixpath.normpath(sub_path)
+        if not any(f.path == inside or f.path.startswith(inside + "/") for f in files):
+            return f"subPath {sub_path!r} is not a file of volume {volume.name}"
+    return None
+
+
+def _mount_problems(container: Container, volumes: dict[str, Volume],
+                    files: dict[str, list[ProjectedFile]]) -> list[str]:
+    problems: list[str] = []
+    for mount in container.volume_mounts:
+        where = f"container {container.name}, mount {mount.mount_path}"
+        volume = volumes.get(mount.volume_name)
+        if volume is None:
+            problems.append(f"{where}: there is no volume named {mount.volume_name}")
+            continue
+        if not mount.mount_path.startswith("/"):
+            problems.append(f"{where}: the mount path must be absolute")
+        if mount.sub_path:
+            problem = _sub_path_problem(volume, mount.sub_path, files.get(volume.name, []))
+            if problem is not None:
+                problems.append(f"{where}: {problem}")
+    return problems
+
+
+def volume_problems(pod: Pod, config_maps: Mapping[str, Mapping[str, str]],
+                    secrets: Mapping[tuple[str, str], str]) -> list[str]:
+    """What in the pod's volumes and mounts would keep its containers from starting."""
+    problems: list[str] = []
+    volumes: dict[str, Volume] = {}
+    files: dict[str, list[ProjectedFile]] = {}
+    for volume in pod.volumes:
+        volumes[volume.name] = volume
+        if volume.kind not in SUPPORTED_KINDS:
+            problems.append(f"volume {volume.name}: {volume.kind} volumes are not supported by a "
+                            f"local run (supported: {', '.join(SUPPORTED_KINDS)})")
+        elif volume.kind == CLAIM and not volume.source.get("claimName"):
+            problems.append(f"volume {volume.name}: the claim has no claimName")
+        elif volume.kind in (CONFIG_MAP, SECRET):
+            files[volume.name], found = projected_files(volume, config_maps, secrets)
+            problems += found
+    for container in [*pod.init_containers, *pod.containers]:
+        problems += _mount_problems(container, volumes, files)
+    return [f"pod {pod.name}: {problem}" for problem in problems]
+
+
+@dataclass
+class PodVolumes:
+    """The host directory of each of a pod's volumes, and which ones are read-only."""
+
+    directories: dict[str, Path] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)
+    read_only: set[str] = field(default_factory=set)
+
+
+def _write_files(directory: Path, files: list[ProjectedFile]) -> None:
+    for projected in files:
+        path = directory / projected.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(projected.text, encoding="utf-8")
+        path.chmod(projected.mode & 0o7777)
+
+
+def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
+                        config_maps: Mapping[str, Mapping[str, str]],
+                        secrets: Mapping[tuple[str, str], str]) -> PodVolumes:
+    """Create the host directories (and files) behind the pod's volumes."""
+    prepared = PodVolumes()
+    for volume in pod.volumes:
+        if volume.kind == CLAIM:
+            directory = claims_directory / str(volume.source["claimName"])
+            if volume.source.get("readOnly"):
+                prepared.read_only.add(volume.name)
+        else:
+            directory = volumes_directory / volume.name
+        directory.mkdir(parents=True, exist_ok=True)
+        if volume.kind in (CONFIG_MAP, SECRET):
+            _write_files(directory, projected_files(volume, config_maps, secrets)[0])
+            prepared.read_only.add(volume.name)
+        prepared.directories[volume.name] = directory
+        prepared.kinds[volume.name] = volume.kind
+    return prepared
+
+
+def container_mounts(container: Container, volumes: PodVolumes) -> list[MountRequest]:
+    """The volume mounts of one container, as host sources and container targets."""
+    requests: list[MountRequest] = []
+    for mount in container.volume_mounts:
+        source = volumes.directories[mount.volume_name]
+        if mount.sub_path:
+            source = source / posixpath.normpath(mount.sub_path)
+            if volumes.kinds[mount.volume_name] in (EMPTY_DIRECTORY, CLAIM):
+                source.mkdir(parents=True, exist_ok=True)
+        read_only = mount.read_only or mount.volume_name in volumes.read_only
+        requests.append(MountRequest(str(source), mount.mount_path, read_only))
+    return requests

@@ -1,0 +1,134 @@
+"""Reasons a local run is refused before anything is created, each saying what to do."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from tfcompile.compiler.local_run import LocalRunOptions, preflight, run_pods, volumes
+from tfcompile.compiler.rendering.pods import (
+    Container,
+    EnvironmentReference,
+    Pod,
+    Volume,
+    VolumeMount,
+)
+
+STATE = Volume("tfcompile-state", "emptyDir", {})
+
+
+def container(name: str = "tensorflow", command: list[str] | None = None,
+              unresolved: list[EnvironmentReference] | None = None,
+              mounts: list[VolumeMount] | None = None) -> Container:
+    return Container(name=name, image="i", command=["python"] if command is None else command,
+                     args=[], environment={}, unresolved=unresolved or [],
+                     volume_mounts=mounts or [], ports=[], working_dir=None, resources={})
+
+
+def pod(name: str, containers: list[Container], pod_volumes: list[Volume] | None = None) -> Pod:
+    return Pod(name=name, namespace=None, owner_kind="StatefulSet", owner_name="j-worker",
+               index=0, hostname=name, subdomain="j-worker", labels={}, annotations={},
+               containers=containers, init_containers=[],
+               volumes=[STATE] if pod_volumes is None else pod_volumes,
+               restart_policy="Always", termination_grace_period_seconds=30)
+
+
+@pytest.fixture
+def as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda program, path=None: f"/bin/{program}")
+
+
+def test_without_root_the_run_is_refused_with_exit_2_and_nothing_created(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    errors = io.StringIO()
+    outcome = run_pods([pod("j-worker-0", [container()])],
+                       LocalRunOptions(errors=errors, temporary_directory=tmp_path))
+    assert outcome.exit_code == 2
+    assert outcome.ending == "refused"
+    assert "run-local: error: run-local needs root" in errors.getvalue()
+    assert "sudo" in errors.getvalue()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_programs_are_named_with_their_package(
+        as_root: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda program, path=None: None)
+    problems = preflight.find_problems([pod("j-worker-0", [container()])], LocalRunOptions())
+    assert problems == ["the `ip` program is not installed (package iproute2)",
+                        "the `nsenter` program is not installed (package util-linux)"]
+
+
+def test_unresolved_secrets_are_each_named_with_how_to_supply_them(as_root: None) -> None:
+    key = EnvironmentReference("Secret", "s3-credentials", "secret", optional=False)
+    whole = EnvironmentReference("Secret", "registry", None, optional=False)
+    optional = EnvironmentReference("Secret", "maybe", "k", optional=True)
+    config = EnvironmentReference("ConfigMap", "settings", "mode", optional=False)
+    pods = [pod("j-worker-0", [container(unresolved=[key, whole, optional])]),
+            pod("j-worker-1", [container(unresolved=[key, config])])]
+    assert preflight.find_problems(pods, LocalRunOptions()) == [
+        "Secret s3-credentials key secret is needed by j-worker-0/tensorflow, "
+        "j-worker-1/tensorflow and is not supplied: add a line "
+        "`s3-credentials/secret=VALUE` to the secrets file (--secrets FILE)",
+        "Secret registry (all keys, by envFrom) is needed by j-worker-0/tensorflow and is not "
+        "supplied: add one `registry/KEY=VALUE` line per key to the secrets file "
+        "(--secrets FILE)",
+        "ConfigMap settings key mode is needed by j-worker-1/tensorflow and is not among the "
+        "rendered manifests: add it to the job's manifests, or mark the reference optional",
+    ]
+
+
+def test_pods_volumes_and_success_pods_are_checked(as_root: None) -> None:
+    mounts = [VolumeMount("script", "/opt/script", False, "../escape"),
+              VolumeMount("nowhere", "/x", False, None),
+              VolumeMount("data", "relative/path", False, None)]
+    pods = [
+        pod("j-worker-0", [container(command=[], mounts=mounts)],
+            [Volume("script", "configMap", {"name": "j-script"}),
+             Volume("data", "hostPath", {"path": "/data"}),
+             Volume("token", "secret", {"secretName": "api-token"})]),
+        pod("j-worker-1", [container()]),
+        pod("j-worker-1", [container()]),
+    ]
+    problems = preflight.find_problems(pods, LocalRunOptions(success_pods=["j-chief-0",
+                                                                           "j-worker-0"]))
+    assert problems == [
+        "more than one pod is named j-worker-1",
+        "pod j-worker-0, container tensorflow: has no command; images are not pulled, so the "
+        "image's entrypoint is unknown: give the container a command",
+        "pod j-worker-0: volume script needs ConfigMap j-script, which is not available: it is "
+        "not among the rendered manifests",
+        "pod j-worker-0: volume data: hostPath volumes are not supported by a local run "
+        "(supported: emptyDir, persistentVolumeClaim, configMap, secret)",
+        "pod j-worker-0: volume token needs Secret api-token, which is not available: supply "
+        "its keys in the secrets file (--secrets FILE), one `api-token/KEY=VALUE` line per key",
+        "pod j-worker-0: container tensorflow, mount /opt/script: subPath '../escape' must not "
+        "contain '..'",
+        "pod j-worker-0: container tensorflow, mount /x: there is no volume named nowhere",
+        "pod j-worker-0: container tensorflow, mount relative/path: the mount path must be "
+        "absolute",
+        "pod j-chief-0, whose success should end the run, is not among the pods",
+        "pod j-worker-0: its success cannot be seen: it has no emptyDir volume named "
+        "tfcompile-state for the success marker",
+    ]
+
+
+def test_projected_files_follow_items_and_modes() -> None:
+    volume = Volume("settings", "configMap", {
+        "name": "cm", "defaultMode": 0o600,
+        "items": [{"key": "a", "path": "dir/a.txt"}, {"key": "b", "path": "b", "mode": 0o644},
+                  {"key": "missing", "path": "m"}, {"key": "a", "path": "/abs"}]})
+    files, problems = volumes.projected_files(volume, {"cm": {"a": "1", "b": "2", "c": "3"}}, {})
+    assert files == [volumes.ProjectedFile("dir/a.txt", "1", 0o600),
+                     volumes.ProjectedFile("b", "2", 0o644)]
+    assert problems == ["volume settings: ConfigMap cm has no key 'missing'",
+                        "volume settings: item path '/abs' must be relative"]
+    secret = Volume("token", "secret", {"secretName": "api"})
+    files, problems = volumes.projected_files(secret, {}, {("api", "t"): "v", ("x", "t"): "w"})
+    assert (files, problems) == ([volumes.ProjectedFile("t", "v", 0o644)], [])
+    optional = Volume("o", "configMap", {"name": "absent", "optional": True})
+    assert volumes.projected_files(optional, {}, {}) == ([], [])

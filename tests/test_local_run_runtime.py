@@ -1,0 +1,474 @@
+"""The local runtime with real namespaces (needs root): networking, volumes, restarts, endings,
+and that the host is exactly as before after every run, including one stopped by SIGINT."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfcompile.compiler import launcher
+from tfcompile.compiler.local_run import (
+    LocalRunOptions,
+    RunOutcome,
+    preflight,
+    run_pods,
+    runner,
+    supervisor,
+)
+from tfcompile.compiler.local_run.network import NetworkPrograms
+from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0,
+    reason="the local runtime needs root on Linux",
+)
+
+STATE = Volume(launcher.STATE_VOLUME, "emptyDir", {})
+STATE_MOUNT = VolumeMount(launcher.STATE_VOLUME, launcher.STATE_DIRECTORY, False, None)
+WRITE_MARKER = f"open({launcher.SUCCESS_MARKER!r}, 'w').close()"
+
+
+def python_container(code: str, *, name: str = "tensorflow",
+                     mounts: list[VolumeMount] | None = None,
+                     environment: dict[str, str] | None = None) -> Container:
+    return Container(
+        name=name, image="tensorflow/tensorflow:2.16.1",
+        command=["python", "-c", textwrap.dedent(code)], args=[],
+        environment=environment or {}, unresolved=[], volume_mounts=mounts or [], ports=[],
+        working_dir=None, resources={},
+    )
+
+
+def make_pod(name: str, service: str, containers: list[Container], *,
+             volumes: list[Volume] | None = None, init: list[Container] | None = None,
+             namespace: str | None = None, grace: int = 30) -> Pod:
+    return Pod(
+        name=name, namespace=namespace, owner_kind="StatefulSet", owner_name=service,
+        index=int(name.rsplit("-", 1)[1]), hostname=name, subdomain=service, labels={},
+        annotations={}, containers=containers, init_containers=init or [],
+        volumes=[STATE, *(volumes or [])], restart_policy="Always",
+        termination_grace_period_seconds=grace,
+    )
+
+
+def options(tmp_path: Path, output: io.StringIO, **settings: Any) -> LocalRunOptions:
+    base = LocalRunOptions(backoff_initial_seconds=0.2, maximum_grace_seconds=0.5,
+                           timeout_seconds=30.0, temporary_directory=tmp_path, output=output,
+                           errors=output)
+    return dataclasses.replace(base, **settings)
+
+
+def _processes_mentioning(words: list[str]) -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if any(word in command for word in words):
+            found.append(f"{entry}: {command[:120]}")
+    return found
+
+
+def host_state() -> dict[str, object]:
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    return {
+        "ip netns": netns.stdout,
+        "links": sorted(os.listdir("/sys/class/net")),
+        "/etc/netns": sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else None,
+        "mounts": Path("/proc/self/mountinfo").read_text(),
+        "/opt/tfcompile": os.path.exists("/opt/tfcompile"),
+        "/mnt/shared": os.path.exists("/mnt/shared"),
+        "hostname": os.uname().nodename,
+    }
+
+
+@pytest.fixture
+def token() -> str:
+    """A word every pod command of the test carries, to find leftover processes."""
+    return f"tfcompile-test-{secrets.token_hex(4)}"
+
+
+@pytest.fixture
+def unchanged_host(tmp_path: Path, token: str) -> Iterator[None]:
+    before = host_state()
+    yield
+    deadline = time.monotonic() + 3
+    while _processes_mentioning([token, str(tmp_path)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning([token, str(tmp_path)]) == []
+    assert host_state() == before
+    assert list(tmp_path.iterdir()) == []
+    assert not os.path.exists(f"/{token}")
+
+
+def lines_of(output: io.StringIO, prefix: str) -> list[str]:
+    return [line.split(" | ", 1)[1] for line in output.getvalue().splitlines()
+            if line.startswith(prefix + " ") and " | " in line]
+
+
+SERVER = """
+    import os, signal, socket, sys, time  # {token}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    interfaces = sorted(name for _, name in socket.if_nameindex())
+    print("identity", socket.gethostname(), os.environ["HOSTNAME"],
+          os.path.realpath(sys.executable), sys.prefix, os.environ["CHECK"], interfaces,
+          flush=True)
+    server = socket.create_server(("0.0.0.0", 2222))
+    for _ in range(4):
+        connection, _ = server.accept()
+        connection.sendall(b"hello")
+        connection.close()
+    print("served 4", flush=True)
+"""
+
+CLIENT = """
+    import socket, time  # {token}
+    variables = open("/proc/self/environ").read().split(chr(0))
+    print("environment", sorted(v.split("=", 1)[0] for v in variables if v), flush=True)
+    names = ["job-worker-0.job-worker", "job-worker-0.job-worker.ml",
+             "job-worker-0.job-worker.ml.svc", "job-worker-0.job-worker.ml.svc.cluster.local"]
+    for name in names:
+        for attempt in range(100):
+            try:
+                with socket.create_connection((name, 2222), timeout=2) as connection:
+                    print("reached", name, connection.recv(5).decode(), flush=True)
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.1)
+    with socket.create_connection(("job-chief-0", 2223), timeout=2):
+        pass
+    print("own hostname resolves", flush=True)
+    with socket.create_connection(("127.0.0.1", 2222), timeout=2) as connection:
+        print("loopback", connection.recv(5).decode(), flush=True)
+    try:
+        socket.create_connection(("192.0.2.1", 80), timeout=2)
+    except OSError as error:
+        print("outside", error.strerror, flush=True)
+    time.sleep(3600)
+"""
+
+CLIENT_LISTENER = """
+    import socket, threading  # {token}
+    own = socket.create_server(("0.0.0.0", 2223))
+    threading.Thread(target=lambda: [own.accept() for _ in range(10)], daemon=True).start()
+    local = socket.create_server(("127.0.0.1", 2222))
+    threading.Thread(target=lambda: [local.accept()[0].sendall(b"local") for _ in range(10)],
+                     daemon=True).start()
+"""
+
+
+def dns_pods(token: str) -> list[Pod]:
+    server = Container(
+        name="tensorflow", image="tensorflow/tensorflow:2.16.1",
+        command=launcher.command(),
+        args=["python", "-c", textwrap.dedent(SERVER.format(token=token))],
+        environment={"CHECK": "as-given"}, unresolved=[], volume_mounts=[STATE_MOUNT], ports=[],
+        working_dir=None, resources={},
+    )
+    client_code = (textwrap.dedent(CLIENT.format(token=token))
+                   .replace("import socket, time", textwrap.dedent(CLIENT_LISTENER.format(
+                       token=token)) + "import socket, time", 1))
+    client = python_container(client_code, environment={"TF_CONFIG": "{}"})
+    return [
+        make_pod("job-worker-0", "job-worker", [server], namespace="ml"),
+        make_pod("job-chief-0", "job-chief", [client], namespace="ml"),
+    ]
+
+
+def test_pods_reach_each_other_by_dns_names_in_two_runs_at_once(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    outputs = [io.StringIO(), io.StringIO()]
+    outcomes: list[RunOutcome] = []
+
+    def run(output: io.StringIO) -> None:
+        outcomes.append(run_pods(dns_pods(token), options(
+            tmp_path, output, success_pods=["job-worker-0"])))
+
+    threads = [threading.Thread(target=run, args=(output,)) for output in outputs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert [outcome.exit_code for outcome in outcomes] == [0, 0], [o.getvalue() for o in outputs]
+    for output in outputs:
+        text = output.getvalue()
+        assert text.count("images are not pulled") == 1
+        server = lines_of(output, "job-worker-0")
+        assert server[0] == (f"identity job-worker-0 job-worker-0 "
+                             f"{os.path.realpath(sys.executable)} {sys.prefix} as-given "
+                             "['eth0', 'lo']")
+        assert "served 4" in server
+        assert "tfcompile: training succeeded; idling (delete or suspend the job to stop)" in server
+        client = lines_of(output, "job-chief-0")
+        assert [line for line in client if line.startswith("reached")] == [
+            "reached job-worker-0.job-worker hello",
+            "reached job-worker-0.job-worker.ml hello",
+            "reached job-worker-0.job-worker.ml.svc hello",
+            "reached job-worker-0.job-worker.ml.svc.cluster.local hello",
+        ]
+        assert "environment ['HOSTNAME', 'PATH', 'TF_CONFIG']" in client
+        assert "own hostname resolves" in client
+        assert "loopback local" in client
+        assert "outside Network is unreachable" in client
+        assert re.search(r"job-worker-0 +0 +- +yes", text)
+        assert "training succeeded (job-worker-0)" in text
+
+
+VOLUME_WRITER = """
+    import os, time  # {token}
+    print("config", open("/opt/tfcompile/script/train.py").read(), flush=True)
+    print("single", open("/etc/job/settings.ini").read(), flush=True)
+    try:
+        open("/opt/tfcompile/script/new", "w")
+    except OSError as error:
+        print("configmap write", error.strerror, flush=True)
+    open("/mnt/shared/from-writer", "w").write("shared text")
+    open("/{token}/data/scratch", "w").write("scratch")
+    print("top-level dir", os.listdir("/{token}/data"), flush=True)
+    open("/usr/local/written-by-pod-{token}", "w").write("stays in the pod")
+    time.sleep(3600)
+"""
+
+VOLUME_READER = """
+    import os, time  # {token}
+    while not os.path.exists("/mnt/shared/from-writer"):
+        time.sleep(0.05)
+    print("reader sees", open("/mnt/shared/from-writer").read(), flush=True)
+    print("own scratch", os.listdir("/{token}/data"), flush=True)
+    {write_marker}
+    time.sleep(3600)
+"""
+
+
+def test_volumes_appear_at_their_paths_without_touching_the_host(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    script = Volume("script", "configMap", {"name": "job-script-abc"})
+    settings = Volume("settings", "configMap", {
+        "name": "job-settings", "items": [{"key": "settings", "path": "conf/settings.ini"}]})
+    shared = Volume("shared", "persistentVolumeClaim", {"claimName": "job-shared"})
+    scratch = Volume("scratch", "emptyDir", {"medium": "Memory"})
+    writer_mounts = [
+        VolumeMount("script", "/opt/tfcompile/script", False, None),
+        VolumeMount("settings", "/etc/job/settings.ini", False, "conf/settings.ini"),
+        VolumeMount("shared", "/mnt/shared", False, None),
+        VolumeMount("scratch", f"/{token}/data", False, None),
+    ]
+    reader_mounts = [STATE_MOUNT, VolumeMount("shared", "/mnt/shared", False, None),
+                     VolumeMount("scratch", f"/{token}/data", False, None)]
+    pods = [
+        make_pod("job-worker-0", "job-worker",
+                 [python_container(VOLUME_WRITER.format(token=token), mounts=writer_mounts)],
+                 volumes=[script, settings, shared, scratch]),
+        make_pod("job-worker-1", "job-worker",
+                 [python_container(VOLUME_READER.format(token=token, write_marker=WRITE_MARKER),
+                                   mounts=reader_mounts)],
+                 volumes=[shared, scratch]),
+    ]
+    output = io.StringIO()
+    config_maps = {"job-script-abc": {"train.py": "print('train')"},
+                   "job-settings": {"settings": "[a]\nb = 1", "unused": "x"}}
+    outcome = run_pods(pods, options(tmp_path, output, success_pods=["job-worker-1"],
+                                     config_maps=config_maps))
+    assert outcome.exit_code == 0, output.getvalue()
+    writer = lines_of(output, "job-worker-0")
+    assert "config print('train')" in writer
+    assert "single [a]" in writer
+    assert "configmap write Read-only file system" in writer
+    assert "top-level dir ['scratch']" in writer
+    reader = lines_of(output, "job-worker-1")
+    assert "reader sees shared text" in reader
+    assert "own scratch []" in reader
+    assert not os.path.exists(f"/usr/local/written-by-pod-{token}")
+
+
+RESTARTING = """
+    import os, sys, time  # {token}
+    count_file = "/opt/tfcompile/state/starts"
+    starts = int(open(count_file).read()) + 1 if os.path.exists(count_file) else 1
+    open(count_file, "w").write(str(starts))
+    print("start", starts, "init wrote", open("/opt/tfcompile/state/init").read(), flush=True)
+    if starts < 3:
+        sys.exit(3)
+    {write_marker}
+    time.sleep(3600)
+"""
+
+
+def test_empty_dir_survives_restarts_after_init_container(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    init = python_container(f"open('/opt/tfcompile/state/init', 'w').write('yes')  # {token}",
+                            name="prepare", mounts=[STATE_MOUNT])
+    main = python_container(RESTARTING.format(token=token, write_marker=WRITE_MARKER),
+                            mounts=[STATE_MOUNT])
+    pods = [make_pod("job-worker-0", "job-worker", [main], init=[init])]
+    output = io.StringIO()
+    outcome = run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"]))
+    assert outcome.exit_code == 0, output.getvalue()
+    assert [line for line in lines_of(output, "job-worker-0") if line.startswith("start")] == [
+        "start 1 init wrote yes", "start 2 init wrote yes", "start 3 init wrote yes"]
+    (summary,) = outcome.pods
+    assert (summary.restarts, summary.last_exit_code, summary.succeeded) == (2, 3, True)
+
+
+CRASHING = """
+    import sys, time  # {token}
+    for number in range(30):
+        print("line", number, flush=True)
+    sys.exit(7)
+"""
+
+
+def test_crash_loop_backs_off_then_fails_with_the_last_lines(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    healthy = python_container(f"import time  # {token}\ntime.sleep(3600)")
+    pods = [make_pod("job-worker-0", "job-worker",
+                     [python_container(CRASHING.format(token=token))]),
+            make_pod("job-ps-0", "job-ps", [healthy], grace=0)]
+    output = io.StringIO()
+    started = time.monotonic()
+    outcome = run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"],
+                                     restart_limit=2, backoff_initial_seconds=0.3))
+    elapsed = time.monotonic() - started
+    text = output.getvalue()
+    assert outcome.exit_code == 1, text
+    assert outcome.ending == "failed"
+    assert "restarting in 0.3 s" in text and "restarting in 0.6 s" in text
+    assert elapsed >= 0.9
+    assert "job-worker-0 exited with status 7 after 2 restart(s); the limit is 2" in text
+    report = text.split("the last 20 line(s) of job-worker-0:\n", 1)[1].splitlines()
+    assert report[:20] == [f"job-worker-0 | line {number}" for number in range(10, 30)]
+    worker, parameter_server = outcome.pods
+    assert (worker.restarts, worker.last_exit_code, worker.succeeded) == (2, 7, False)
+    assert (parameter_server.restarts, parameter_server.last_exit_code) == (0, None)
+
+
+def test_timeout_ends_the_run_and_stubborn_pods_are_killed(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    stubborn = python_container(f"""
+        import signal, time  # {token}
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("waiting", flush=True)
+        time.sleep(3600)
+    """)
+    pods = [make_pod("job-worker-0", "job-worker", [stubborn], grace=1)]
+    output = io.StringIO()
+    started = time.monotonic()
+    outcome = run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"],
+                                     timeout_seconds=1.0, maximum_grace_seconds=0.5))
+    assert outcome.exit_code == 1
+    assert outcome.ending == "timed out"
+    assert "timed out after 1 s before training succeeded (still waiting for: job-worker-0)" \
+        in output.getvalue()
+    assert time.monotonic() - started < 5
+
+
+INTERRUPTED_RUN = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_local_run_runtime import dns_pods, make_pod, python_container
+from tfcompile.compiler.local_run import LocalRunOptions, run_pods
+from pathlib import Path
+from typing import Any
+pods = dns_pods({token!r})
+pods.append(make_pod("job-ps-0", "job-ps", [python_container(
+    "import time  # {token}\\nprint('ready', flush=True)\\ntime.sleep(3600)")]))
+outcome = run_pods(pods, LocalRunOptions(temporary_directory=Path({tmp!r}),
+                                         maximum_grace_seconds=1))
+print("exit code", outcome.exit_code, outcome.ending, flush=True)
+sys.exit(outcome.exit_code)
+"""
+
+
+def start_runner_until_ready(tmp_path: Path, token: str) -> tuple[subprocess.Popen[str], str]:
+    script = INTERRUPTED_RUN.format(tests=str(Path(__file__).parent), token=token,
+                                    tmp=str(tmp_path))
+    runner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    assert runner.stdout is not None
+    seen = []
+    for line in runner.stdout:
+        seen.append(line)
+        if line.startswith("job-ps-0") and line.rstrip().endswith("| ready"):
+            break
+    assert _processes_mentioning([token]), "".join(seen)
+    return runner, "".join(seen)
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_everything_and_cleans_up(
+        tmp_path: Path, token: str, unchanged_host: None, number: signal.Signals) -> None:
+    runner, seen = start_runner_until_ready(tmp_path, token)
+    runner.send_signal(number)
+    rest, _ = runner.communicate(timeout=30)
+    text = seen + rest
+    assert runner.returncode == 128 + number, text
+    assert f"interrupted by {number.name}; stopping the pods" in text
+    assert f"exit code {128 + number} interrupted" in text
+
+
+def test_a_killed_runner_leaves_no_process_and_the_next_run_removes_its_files(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    runner, _ = start_runner_until_ready(tmp_path, token)
+    runner.kill()
+    runner.communicate(timeout=10)
+    deadline = time.monotonic() + 3
+    while _processes_mentioning([token]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_mentioning([token]) == []
+    (left,) = tmp_path.iterdir()
+    output = io.StringIO()
+    missing = python_container(f"# {token}", mounts=[STATE_MOUNT])
+    missing = dataclasses.replace(missing, command=[f"no-such-program-{token}"], args=["x"])
+    outcome = run_pods([make_pod("job-worker-0", "job-worker", [missing])],
+                       options(tmp_path, output, restart_limit=0))
+    text = output.getvalue()
+    assert f"removed {left}, left by a run that was killed" in text
+    assert outcome.exit_code == 1
+    assert (f"job-worker-0 | tfcompile run-local: cannot run 'no-such-program-{token}': "
+            "not found in $PATH") in text
+    assert "job-worker-0 exited with status 128 after 0 restart(s); the limit is 0" in text
+
+
+def test_a_setup_failure_ends_with_exit_1_and_leaves_nothing(
+        tmp_path: Path, token: str, unchanged_host: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    programs = preflight.find_programs()[0]
+    assert programs is not None
+    monkeypatch.setattr(runner, "find_programs", lambda: (NetworkPrograms(ip="/bin/false",
+                                                              nsenter=programs.nsenter), []))
+    output = io.StringIO()
+    pods = [make_pod("job-worker-0", "job-worker", [python_container(f"# {token}")])]
+    outcome = run_pods(pods, options(tmp_path, output))
+    assert (outcome.exit_code, outcome.ending) == (1, "setup failed")
+    assert "could not set up the run: could not configure the run's bridge" in output.getvalue()
+
+
+def test_an_unexpected_error_still_stops_and_removes_everything(
+        tmp_path: Path, token: str, unchanged_host: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(pod: supervisor.PodRun) -> bool:
+        time.sleep(0.5)
+        raise RuntimeError("unexpected")
+
+    monkeypatch.setattr(supervisor.PodRun, "succeeded", broken)
+    code = f"import time  # {token}\nprint('up', flush=True)\ntime.sleep(3600)"
+    pods = [make_pod("job-worker-0", "job-worker", [python_container(code)], grace=0)]
+    output = io.StringIO()
+    with pytest.raises(RuntimeError, match="unexpected"):
+        run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"]))
+    assert "job-worker-0 | up" in output.getvalue()
