@@ -1,0 +1,249 @@
+"""Synchronous multi-worker training with MultiWorkerMirroredStrategy and fault tolerance.
+
+Every worker runs this same script. `TF_CONFIG` (set by the compiled StatefulSets) tells each
+process the cluster and its own task; without `TF_CONFIG` the script trains alone. The model is a
+small dense network on scikit-learn's 8x8 handwritten digits, so the example needs no download.
+
+Fault tolerance: `BackupAndRestore` keeps a checkpoint of the model and the epoch counter on the
+shared volume. When a worker fails, the collectives of the others fail too and their processes
+exit non-zero; the kubelet restarts every failed container and together they resume from the
+last completed epoch instead of starting over. How a surviving worker learns of the failure:
+
+- the failed process is gone (crash, OOM kill, deleted pod): its connections reset and the
+  survivor's next collective fails within about a second;
+- it comes back before that (a quick container restart): the coordination service, which runs
+  in worker 0, sees a new incarnation of the task and aborts the collectives of the others;
+- it hangs or its node is cut off (no connection reset): the coordination service misses its
+  heartbeats for 10 s and aborts the collectives; the survivor exits about 10 s later, after its
+  own shutdown has waited for the unreachable peer;
+- it is alive and heartbeating but stuck: a collective fails after `--collective-timeout`.
+
+After `model.fit` returns, the script no longer talks to the other workers: the model is copied
+out of the strategy to be saved and evaluated. Otherwise a worker that failed after its peers had
+finished (and exited 0, never to run again) would wait for them forever when restarted.
+
+Files written under `--shared-dir`:
+
+- `backup/`: the `BackupAndRestore` checkpoint (deleted when training completes).
+- `progress/<type>-<index>.log`: one JSON line per completed epoch, appended by every attempt:
+  `{"attempt": ..., "epoch": <0-based epoch index>, "loss": ..., "time": ...}`.
+- `model/`: the trained model (SavedModel), written by the chief (worker 0 when there is no chief).
+- `results/<type>-<index>.json`: `final_loss`, `accuracy` and `loss` on the held-out digits,
+  `epochs_completed`, `initial_epoch` of the attempt that finished (greater than 0 when it
+  resumed from the backup), `attempt`, `task_type`, `task_index`, `replicas`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
+SEED = 1234
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=8, help="number of training epochs")
+    parser.add_argument(
+        "--shared-dir",
+        type=Path,
+        default=Path("/mnt/shared"),
+        help="directory shared by all tasks (checkpoints, model, results)",
+    )
+    parser.add_argument(
+        "--batch-size-per-replica",
+        type=int,
+        default=16,
+        help="batch size per replica (one replica per worker on CPU, one per GPU otherwise)",
+    )
+    parser.add_argument(
+        "--steps-per-epoch",
+        type=int,
+        default=60,
+        help="training steps per epoch (the training set is repeated as needed)",
+    )
+    parser.add_argument(
+        "--collective-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a collective operation may wait for the other workers before failing",
+    )
+    return parser.parse_args(argv)
+
+
+def task_identity() -> tuple[str, int]:
+    """Return this process's (task type, task index), also when there is no TF_CONFIG."""
+    tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    task = tf_config.get("task")
+    if task:
+        return str(task["type"]), int(task["index"])
+    return os.environ.get("JOB_NAME") or "worker", int(os.environ.get("TASK_INDEX") or 0)
+
+
+def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The 8x8 digits as flat float vectors, with a fixed 25 % held-out split."""
+    digits = load_digits()
+    features = (digits.data / 16.0).astype("float32")
+    labels = digits.target.astype("int64")
+    x_train, x_test, y_train, y_test = train_test_split(
+        features, labels, test_size=0.25, random_state=0, stratify=labels
+    )
+    return x_train, y_train, x_test, y_test
+
+
+def build_model() -> keras.Model:
+    model = keras.Sequential(
+        [
+            keras.layers.Input(shape=(64,)),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=0.003),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    return model
+
+
+class ProgressLog(keras.callbacks.Callback):
+    """Append one JSON line per completed epoch, so restarts are visible afterwards."""
+
+    def __init__(self, path: Path, attempt: str) -> None:
+        super().__init__()
+        self.path = path
+        self.attempt = attempt
+        self.initial_epoch: int | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.initial_epoch is None:
+            self.initial_epoch = epoch
+        record = {
+            "attempt": self.attempt,
+            "epoch": epoch,
+            "loss": float((logs or {}).get("loss", float("nan"))),
+            "time": time.time(),
+        }
+        with self.path.open("a") as log:
+            log.write(json.dumps(record) + "\n")
+        print(f"epoch {epoch} done, loss {record['loss']:.4f}", flush=True)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON atomically, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def plain_copy(model: keras.Model) -> keras.Model:
+    """A copy of `model` outside the strategy, so saving and evaluating need no other worker."""
+    copy = build_model()
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def save_model(model: keras.Model, model_dir: Path) -> None:
+    """Save to a temporary directory next to `model_dir`, then move it into place."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{model_dir.name}-", dir=model_dir.parent))
+    model.save(str(staging / "model"))
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    (staging / "model").rename(model_dir)
+    staging.rmdir()
+
+
+def evaluate(model: keras.Model, x_test: np.ndarray, y_test: np.ndarray) -> tuple[float, float]:
+    """Held-out loss and accuracy."""
+    loss, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
+    return float(loss), float(accuracy)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    task_type, task_index = task_identity()
+    if task_type not in ("chief", "worker"):
+        print(f"error: this script runs as chief or worker, not as {task_type}", file=sys.stderr)
+        return 2
+    attempt = f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000)}"
+    shared: Path = args.shared_dir
+    for sub in ("progress", "results"):
+        (shared / sub).mkdir(parents=True, exist_ok=True)
+
+    keras.utils.set_random_seed(SEED)
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=args.collective_timeout
+        )
+    )
+    replicas = strategy.num_replicas_in_sync
+    is_chief = strategy.extended.should_checkpoint
+    print(f"{task_type}-{task_index}: {replicas} replicas, attempt {attempt}", flush=True)
+
+    x_train, y_train, x_test, y_test = load_data()
+    # The strategy shards this data set by element: each worker keeps every n-th element, so the
+    # shuffle must produce the same order on every worker (a fixed seed).
+    train = (
+        tf.data.Dataset.from_tensor_slices((x_train, y_train))
+        .shuffle(len(x_train), seed=SEED)
+        .repeat()
+        .batch(args.batch_size_per_replica * replicas)
+    )
+    with strategy.scope():
+        model = build_model()
+
+    progress = ProgressLog(shared / "progress" / f"{task_type}-{task_index}.log", attempt)
+    history = model.fit(
+        train,
+        epochs=args.epochs,
+        steps_per_epoch=args.steps_per_epoch,
+        callbacks=[
+            keras.callbacks.BackupAndRestore(backup_dir=str(shared / "backup")),
+            progress,
+        ],
+        verbose=0,
+    )
+
+    # From here on nothing talks to the other workers (see the module docstring).
+    trained = plain_copy(model)
+    if is_chief:
+        save_model(trained, shared / "model")
+    test_loss, test_accuracy = evaluate(trained, x_test, y_test)
+    write_json(
+        shared / "results" / f"{task_type}-{task_index}.json",
+        {
+            "task_type": task_type,
+            "task_index": task_index,
+            "replicas": replicas,
+            "attempt": attempt,
+            "initial_epoch": progress.initial_epoch,
+            "epochs_completed": history.epoch[-1] + 1 if history.epoch else None,
+            "final_loss": history.history["loss"][-1] if history.epoch else None,
+            "loss": test_loss,
+            "accuracy": test_accuracy,
+        },
+    )
+    print(f"held-out accuracy {test_accuracy:.4f}, loss {test_loss:.4f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""End-to-end: the compiled examples train with real TensorFlow, each pod in its own network
+namespace, through `tfcompile run-local` (compile, render with the job's overlays, run the pods
+as a cluster would). Needs root (namespaces) and TensorFlow; `.ci/run` provides both."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EXAMPLES, OVERLAYS
+
+pytestmark = [
+    pytest.mark.end_to_end,
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+]
+
+ACCURACY_BAR = 0.90
+"""Held-out accuracy the digits model must reach (measured: about 0.97 after 8 epochs)."""
+
+
+def run_local(job: Path, claims: Path, *extra: str, timeout: float = 600,
+              on_line: Callable[[str], None] | None = None) -> tuple[int, str]:
+    """`tfcompile run-local JOB` as a user runs it; returns its exit status and output."""
+    command = [sys.executable, "-m", "tfcompile.compiler.cli", "run-local", str(job),
+               "--overlays", str(OVERLAYS), "--claims-directory", str(claims),
+               "--backoff", "1", "--timeout", "400", *extra]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, start_new_session=True)
+    lines: list[str] = []
+    assert process.stdout is not None
+    started = time.monotonic()
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+            if time.monotonic() - started > timeout:
+                break
+        status = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return status, "".join(lines)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def progress(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def training_processes(pod: str) -> Iterator[int]:
+    """PIDs of the training script in a pod (its HOSTNAME), as `kubectl exec … kill` finds it."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"HOSTNAME={pod}".encode() in environment and any(
+                part.endswith(b"train.py") for part in command) and command[0] != b"/bin/sh":
+            yield int(entry.name)
+
+
+def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
+    status, output = run_local(EXAMPLES / "mnist" / "job.yaml", tmp_path)
+    assert status == 0, output[-3000:]
+    shared = tmp_path / "mnist-shared"
+    first = read_json(shared / "results" / "worker-0.json")
+    second = read_json(shared / "results" / "worker-1.json")
+    assert first["num_workers"] == second["num_workers"] == 2
+    assert first["final_loss"] == pytest.approx(second["final_loss"], abs=1e-6)
+    assert first["epochs_completed"] == second["epochs_completed"] == 8
+    assert first["accuracy"] >= ACCURACY_BAR and second["accuracy"] >= ACCURACY_BAR
+    assert "mnist-worker-0 | " in output and "mnist-worker-1 | " in output
+    assert "run-local: training succeeded (mnist-worker-0, mnist-worker-1)" in output
+
+
+def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:
+    shared = tmp_path / "mnist-shared"
+    log = shared / "progress" / "worker-1.log"
+    killed: list[int] = []
+
+    def kill_in_the_middle(line: str) -> None:
+        if killed or not log.exists() or len(progress(log)) < 3:
+            return
+        for pid in training_processes("mnist-worker-1"):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    job = tmp_path / "job" / "job.yaml"
+    job.parent.mkdir()
+    shutil.copy(EXAMPLES / "mnist" / "train.py", job.parent / "train.py")
+    job.write_text((EXAMPLES / "mnist" / "job.yaml").read_text().replace(
+        'args: [--epochs, "8", --shared-dir, /mnt/shared]',
+        'args: [--epochs, "8", --shared-dir, /mnt/shared, --collective-timeout, "20"]'))
+    status, output = run_local(job, tmp_path, on_line=kill_in_the_middle)
+    assert killed, "the worker was never killed: " + output[-2000:]
+    assert status == 0, output[-3000:]
+    records = progress(log)
+    attempts = list(dict.fromkeys(record["attempt"] for record in records))
+    assert len(attempts) >= 2, "the killed worker did not start again"
+    resumed = [record["epoch"] for record in records if record["attempt"] == attempts[-1]]
+    assert resumed[0] > 0, f"training started over: {records}"
+    assert resumed[-1] == 7
+    result = read_json(shared / "results" / "worker-1.json")
+    assert result["epochs_completed"] == 8 and result["initial_epoch"] > 0
+    assert result["accuracy"] >= ACCURACY_BAR
+
+
+def test_after_success_the_launcher_idles_instead_of_training_again(tmp_path: Path) -> None:
+    from tfcompile.compiler.local_run import LocalRunOptions, run_pods
+    from tfcompile.compiler.local_run.job import LocalJobSettings, config_maps, rendered_pods
+
+    settings = LocalJobSettings(job_file=EXAMPLES / "mnist" / "job.yaml", overlays=OVERLAYS,
+                                secrets_file=None, options=LocalRunOptions())
+    pods, objects, _ = rendered_pods(settings, tmp_path / "compiled")
+    transcript = tmp_path / "transcript.txt"
+    shared = tmp_path / "claims" / "mnist-shared"
+
+    def restart_after_success() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if (shared / "results" / "worker-0.json").exists():
+                break
+            time.sleep(0.5)
+        time.sleep(1)
+        for pid in training_launchers("mnist-worker-0"):
+            os.kill(pid, signal.SIGKILL)  # the container dies; the kubelet restarts it
+        while time.monotonic() < deadline:
+            if "this task already succeeded; idling" in transcript.read_text():
+                break
+            time.sleep(0.5)
+        time.sleep(2)
+        os.kill(os.getpid(), signal.SIGINT)  # end the run, as Ctrl-C does
+
+    with transcript.open("w") as output:
+        options = LocalRunOptions(config_maps=config_maps(objects), success_pods=(),
+                                  backoff_initial_seconds=0.5, timeout_seconds=400,
+                                  maximum_grace_seconds=5,
+                                  claims_directory=tmp_path / "claims", output=output)
+        watcher = threading.Thread(target=restart_after_success, daemon=True)
+        watcher.start()
+        outcome = run_pods(pods, options)
+        watcher.join(timeout=10)
+    text = transcript.read_text()
+    assert outcome.exit_code == 128 + signal.SIGINT, text[-2000:]
+    assert "mnist-worker-0 | tfcompile: this task already succeeded; idling" in text
+    epochs = [record["epoch"] for record in progress(shared / "progress" / "worker-0.log")]
+    assert epochs == list(range(8)), "training ran again after it had succeeded"
+    summary = {pod.name: pod for pod in outcome.pods}
+    assert summary["mnist-worker-0"].restarts == 1
+
+
+def training_launchers(pod: str) -> Iterator[int]:
+    """The launcher (`sh -c … tfcompile-launcher`) of a pod's container."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environment = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"HOSTNAME={pod}".encode() in environment and b"tfcompile-launcher" in command:
+            yield int(entry.name)
+
+
+def test_parameter_server_chief_trains_and_the_evaluator_scores_a_checkpoint(
+    tmp_path: Path,
+) -> None:
+    status, output = run_local(EXAMPLES / "parameter-server" / "job.yaml", tmp_path)
+    assert status == 0, output[-3000:]
+    assert "run-local: training succeeded (parameter-server-chief-0)" in output
+    shared = tmp_path / "parameter-server-shared"
+    chief = read_json(shared / "results" / "chief-0.json")
+    evaluator = read_json(shared / "results" / "evaluator-0.json")
+    assert chief["epochs_completed"] == 6
+    assert evaluator["final"] is True
+    assert evaluator["checkpoint"] == chief["final_checkpoint"]
+    assert Path(str(evaluator["checkpoint"]).replace("/mnt/shared", str(shared)) + ".index"
+                ).exists()
+    assert evaluator["accuracy"] >= ACCURACY_BAR
+
+
+def test_tf_spawner_job_gets_its_secret_and_worker_variables(tmp_path: Path) -> None:
+    job = EXAMPLES / "tf-spawner" / "job.yaml"
+    refused, message = run_local(job, tmp_path)
+    assert refused == 2
+    assert "s3-credentials" in message and "--secrets" in message
+    secrets = tmp_path / "secrets.env"
+    secrets.write_text("s3-credentials/access-key=AKIA-local-test\n"
+                       "s3-credentials/secret-key=very-secret-value-123\n")
+    status, output = run_local(job, tmp_path, "--secrets", str(secrets))
+    assert status == 0, output[-3000:]
+    assert "very-secret-value-123" not in output
+    for index in (0, 1):
+        result = read_json(tmp_path / "tf-spawner-data" / "results" / f"worker-{index}.json")
+        assert result["worker_number"] == index
+        assert result["tot_workers"] == 2
+        assert result["credentials_present"] is True
+
+
+def test_tensorflow1_parameter_servers_and_workers_train_with_flags(tmp_path: Path) -> None:
+    status, output = run_local(EXAMPLES / "tensorflow1" / "job.yaml", tmp_path)
+    assert status == 0, output[-3000:]
+    assert "run-local: training succeeded (tensorflow1-worker-0, tensorflow1-worker-1)" in output
+    shared = tmp_path / "tensorflow1-shared"
+    chief = read_json(shared / "results" / "worker-0.json")
+    other = read_json(shared / "results" / "worker-1.json")
+    assert chief["is_chief"] is True and other["is_chief"] is False
+    assert chief["global_step"] >= 1500
+    assert other["local_steps"] > 0  # both workers took steps against the parameter server
