@@ -85,7 +85,7 @@ def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
     shared = tmp_path / "mnist-shared"
     first = read_json(shared / "results" / "worker-0.json")
     second = read_json(shared / "results" / "worker-1.json")
-    assert first["num_workers"] == second["num_workers"] == 2
+    assert first["replicas"] == second["replicas"] == 2
     assert first["final_loss"] == pytest.approx(second["final_loss"], abs=1e-6)
     assert first["epochs_completed"] == second["epochs_completed"] == 8
     assert first["accuracy"] >= ACCURACY_BAR and second["accuracy"] >= ACCURACY_BAR
