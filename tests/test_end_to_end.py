@@ -64,8 +64,9 @@ def progress(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def training_processes(pod: str) -> Iterator[int]:
-    """PIDs of the training script in a pod (its HOSTNAME), as `kubectl exec … kill` finds it."""
+def pod_processes(pod: str, matches: Callable[[list[bytes]], bool]) -> Iterator[int]:
+    """PIDs of a pod's processes (found by HOSTNAME, as `kubectl exec` would reach them) whose
+    command line `matches`."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -74,9 +75,19 @@ def training_processes(pod: str) -> Iterator[int]:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if f"HOSTNAME={pod}".encode() in environment and any(
-                part.endswith(b"train.py") for part in command) and command[0] != b"/bin/sh":
+        if f"HOSTNAME={pod}".encode() in environment and matches(command):
             yield int(entry.name)
+
+
+def training_processes(pod: str) -> Iterator[int]:
+    """The training script itself (not the launcher shell around it)."""
+    return pod_processes(pod, lambda command: command[0] != b"/bin/sh" and any(
+        part.endswith(b"train.py") for part in command))
+
+
+def training_launchers(pod: str) -> Iterator[int]:
+    """The launcher (`sh -c … tfcompile-launcher`) of a pod's container."""
+    return pod_processes(pod, lambda command: b"tfcompile-launcher" in command)
 
 
 def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
@@ -167,20 +178,6 @@ def test_after_success_the_launcher_idles_instead_of_training_again(tmp_path: Pa
     assert epochs == list(range(8)), "training ran again after it had succeeded"
     summary = {pod.name: pod for pod in outcome.pods}
     assert summary["mnist-worker-0"].restarts == 1
-
-
-def training_launchers(pod: str) -> Iterator[int]:
-    """The launcher (`sh -c … tfcompile-launcher`) of a pod's container."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environment = (entry / "environ").read_bytes().split(b"\0")
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"HOSTNAME={pod}".encode() in environment and b"tfcompile-launcher" in command:
-            yield int(entry.name)
 
 
 def test_parameter_server_chief_trains_and_the_evaluator_scores_a_checkpoint(
