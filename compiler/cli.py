@@ -36,7 +36,7 @@ EXIT_USAGE = 2
 
 def _build(arguments: argparse.Namespace) -> int:
     settings = BuildSettings(
-        inputs=[Path(p) for p in arguments.paths] or [Path("examples")],
+        inputs=[Path(p) for p in arguments.paths] or [Path(".")],
         output=Path(arguments.output),
         overlays=Path(arguments.overlays),
     )
@@ -168,7 +168,7 @@ def parser() -> argparse.ArgumentParser:
     )
     build.add_argument("paths", nargs="*", metavar="PATH",
                        help="job files, or directories searched for kind: TrainingJob "
-                            "(default: examples)")
+                            "(default: the current directory)")
     build.add_argument("-o", "--output", default="output",
                        help="output directory (default: output)")
     build.add_argument("--overlays", default="overlays",

@@ -16,7 +16,7 @@ from pathlib import Path
 from tfcompile.spec.schema import schema_text
 
 FILES = {
-    "jobs/example/job.yaml": "job.yaml",
+    "jobs/example/job.yaml": "job.yaml.template",
     "jobs/example/train.py": "train.py",
     "ci/check.sh": "check.sh",
     ".github/workflows/tfcompile.yaml": "github-workflow.yaml",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +76,6 @@ def run_job(settings: LocalJobSettings) -> RunOutcome:
         if not pods:
             raise LocalJobError("the rendered job has no pods (suspend: true, or every role has "
                                 "replicas: 0)")
-        options = LocalRunOptions(**{
-            **settings.options.__dict__,
-            "config_maps": config_maps(objects),
-            "secrets": secrets,
-            "success_pods": success_pods(pods),
-        })
+        options = replace(settings.options, config_maps=config_maps(objects), secrets=secrets,
+                          success_pods=success_pods(pods))
         return run_pods(pods, options)
