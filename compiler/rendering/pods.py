@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..labels import POD_INDEX_LABEL
 from .environment import (
     DownwardApi,
     EnvironmentReference,
@@ -45,7 +46,6 @@ __all__ = [
     "replicas_of",
 ]
 
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 
 

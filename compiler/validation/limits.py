@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from ..names import DNS_LABEL_MAXIMUM, STATEFULSET_NAME_MAXIMUM
 from ..rendering.manifests import KubernetesObject, name_of, object_reference, objects_of_kind
 from ..rendering.pods import Pod
+from ..topology import ENVIRONMENT_STRING_MAXIMUM
 from .report import Problem
 
-DNS_LABEL_LIMIT = 63
-# StatefulSet pods carry `controller-revision-hash: <name>-<up to 10 characters>`, a label value.
-STATEFUL_SET_NAME_LIMIT = DNS_LABEL_LIMIT - 11
-# The kernel's MAX_ARG_STRLEN: one `NAME=value` environment string including its NUL.
-ENVIRONMENT_STRING_LIMIT = 131072
+DNS_LABEL_LIMIT = DNS_LABEL_MAXIMUM
+STATEFUL_SET_NAME_LIMIT = STATEFULSET_NAME_MAXIMUM
+ENVIRONMENT_STRING_LIMIT = ENVIRONMENT_STRING_MAXIMUM
 # The API server's limit on all annotations of an object together (256 KiB).
 ANNOTATIONS_SIZE_LIMIT = 262144
 LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"

@@ -16,14 +16,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from ..labels import JOB_LABEL, ROLE_LABEL
 from ..rendering.manifests import KubernetesObject, find_object
 from ..rendering.pods import Container, Pod, ordinal_start_of, replicas_of
 from .limits import ENVIRONMENT_STRING_LIMIT, environment_string_size
 from .report import Problem
 
 TF_CONFIG = "TF_CONFIG"
-JOB_LABEL = "tfcompile.dev/job"
-ROLE_LABEL = "tfcompile.dev/role"
 RECOMPILE = "change job.yaml and run `tfcompile build` instead of patching the compiled output"
 
 _LEFTOVER_REFERENCE = re.compile(r"\$\(([^)$]*)\)")
