@@ -70,3 +70,44 @@ def test_no_job_found_is_reported(tmp_path: Path, run_cli: Callable[..., Result]
     result = run_cli("build", str(tmp_path / "empty"), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert "no file with kind: TrainingJob found" in result.stderr
+
+
+def test_validate_command_fails_on_a_hostile_overlay_and_names_the_object(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    output = tmp_path / "output"
+    assert run_cli("build", str(EXAMPLES / "mnist"), "-o", str(output)).status == 0
+    assert run_cli("validate", "-o", str(output)).status == 0
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "kustomization.yaml").write_text("resources: [../output/mnist]\nnamePrefix: team-\n")
+    result = run_cli("validate", str(user))
+    assert result.status == 1
+    assert "StatefulSet/team-mnist-worker" in result.stdout
+    assert "mnist-worker-0.mnist-worker:2222" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_refuses_a_kubernetes_version_without_the_pod_index_label(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    output = tmp_path / "output"
+    assert run_cli("build", str(EXAMPLES / "mnist"), "-o", str(output)).status == 0
+    result = run_cli("validate", "-o", str(output), "--kubernetes-version", "1.27")
+    assert result.status == 2
+    assert "1.28" in result.stderr
+
+
+def test_render_prints_the_manifests_a_controller_applies(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    output = tmp_path / "output"
+    assert run_cli("build", str(EXAMPLES / "parameter-server"), "-o", str(output)).status == 0
+    result = run_cli("render", str(output / "parameter-server"))
+    assert result.status == 0
+    documents = [d for d in YAML(typ="safe").load_all(result.stdout) if d]
+    assert len(documents) == 13
+    claim = next(d for d in documents if d["kind"] == "PersistentVolumeClaim")
+    assert claim["spec"]["storageClassName"] == "azurefile-csi"
+    missing = run_cli("render", str(tmp_path / "nowhere"))
+    assert missing.status == 1 and "Traceback" not in missing.stderr
