@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -142,149 +143,81 @@ def test_scaling_down_by_patch_is_one_problem(mnist: Path) -> None:
     ]
 
 
-def test_service_patched_to_cluster_ip_is_not_headless(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: Service, name: mnist-worker}
-              patch: |
-                - {op: remove, path: /spec/clusterIP}
-                - {op: add, path: /spec/type, value: ClusterIP}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
-    assert "not headless" in report.problems[0].message
-    assert "clusterIP: None" in report.problems[0].message
+@dataclass(frozen=True)
+class HostilePatch:
+    """A user patch on a compiled job, and what validate must say about it."""
+
+    name: str
+    patches: str
+    objects: list[str]  # the objects the problems name, in order
+    says: list[tuple[str, ...]]  # for each problem, fragments its message must contain
 
 
-def test_service_without_publish_not_ready_addresses(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: Service, name: mnist-worker}
-              patch: |
-                - {op: replace, path: /spec/publishNotReadyAddresses, value: false}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
-    assert "publishNotReadyAddresses" in report.problems[0].message
+SERVICE = "- target: {kind: Service, name: mnist-worker}\n  patch: |\n"
+STATEFULSET = "- target: {kind: StatefulSet, name: mnist-worker}\n  patch: |\n"
+
+HOSTILE_PATCHES = [
+    HostilePatch(
+        "Service patched to ClusterIP",
+        SERVICE + "    - {op: remove, path: /spec/clusterIP}\n"
+        "    - {op: add, path: /spec/type, value: ClusterIP}\n",
+        ["Service/mnist-worker"], [("not headless", "keep `clusterIP: None`")],
+    ),
+    HostilePatch(
+        "Service without publishNotReadyAddresses",
+        SERVICE + "    - {op: replace, path: /spec/publishNotReadyAddresses, value: false}\n",
+        ["Service/mnist-worker"], [("publishNotReadyAddresses",)],
+    ),
+    HostilePatch(
+        "Service selector that misses the pods",
+        SERVICE + "    - {op: add, path: /spec/selector/tier, value: gpu}\n",
+        ["Service/mnist-worker"], [("selects tier=gpu",)],
+    ),
+    HostilePatch(
+        "governing Service removed",
+        SERVICE + "    $patch: delete\n    apiVersion: v1\n    kind: Service\n"
+        "    metadata: {name: mnist-worker}\n",
+        ["StatefulSet/mnist-worker"], [("no Service/mnist-worker is rendered",)],
+    ),
+    HostilePatch(
+        "container port removed",
+        STATEFULSET + "    - {op: remove, path: /spec/template/spec/containers/0/ports}\n",
+        ["StatefulSet/mnist-worker", "Service/mnist-worker"],
+        [("no container declares containerPort 2222",), ("no port of it reaches port 2222",)],
+    ),
+    HostilePatch(
+        "container port renamed (the Service targets it by name)",
+        STATEFULSET + "    - {op: replace, path: /spec/template/spec/containers/0/ports/0/name,"
+        " value: grpc}\n",
+        ["Service/mnist-worker"],
+        [("no port of it reaches port 2222 of the pods of StatefulSet/mnist-worker",)],
+    ),
+    HostilePatch(
+        "container port number changed",
+        STATEFULSET + "    - {op: replace, path: /spec/template/spec/containers/0/ports/0/"
+        "containerPort, value: 3333}\n",
+        ["StatefulSet/mnist-worker", "Service/mnist-worker"],
+        [("containerPort 2222",), ("port 2222",)],
+    ),
+    HostilePatch(
+        "env reordered so TASK_INDEX comes after TF_CONFIG",
+        STATEFULSET + "    - {op: move, from: /spec/template/spec/containers/0/env/0,"
+        " path: /spec/template/spec/containers/0/env/-}\n",
+        ["StatefulSet/mnist-worker"],
+        [("still contains $(TASK_INDEX)", "defined in env before TF_CONFIG")],
+    ),
+]
 
 
-def test_service_selector_that_misses_the_pods(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: Service, name: mnist-worker}
-              patch: |
-                - {op: add, path: /spec/selector/tier, value: gpu}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
-    assert "selects tier=gpu" in report.problems[0].message
-
-
-def test_removed_governing_service(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: Service, name: mnist-worker}
-              patch: |
-                $patch: delete
-                apiVersion: v1
-                kind: Service
-                metadata: {name: mnist-worker}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["StatefulSet/mnist-worker"]
-    assert "no Service/mnist-worker is rendered" in report.problems[0].message
-
-
-def test_removed_container_port(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: remove, path: /spec/template/spec/containers/0/ports}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == [
-        "StatefulSet/mnist-worker",
-        "Service/mnist-worker",
-    ]
-    assert "no container declares containerPort 2222" in report.problems[0].message
-    assert "no port of it reaches port 2222" in report.problems[1].message
-
-
-def test_renamed_container_port_breaks_the_named_target_port(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: replace, path: /spec/template/spec/containers/0/ports/0/name, value: grpc}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["Service/mnist-worker"]
-    assert (
-        "no port of it reaches port 2222 of the pods of StatefulSet/mnist-worker"
-        in report.problems[0].message
-    )
-
-
-def test_changed_container_port_number(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: replace, path: /spec/template/spec/containers/0/ports/0/containerPort,
-                   value: 3333}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == [
-        "StatefulSet/mnist-worker",
-        "Service/mnist-worker",
-    ]
-
-
-def test_env_reordered_so_task_index_comes_after_tf_config(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: move, from: /spec/template/spec/containers/0/env/0,
-                   path: /spec/template/spec/containers/0/env/-}
-            """,
-        )
-    )
-    assert [problem.object_reference for problem in report.problems] == ["StatefulSet/mnist-worker"]
-    assert "still contains $(TASK_INDEX)" in report.problems[0].message
-    assert "defined in env before TF_CONFIG" in report.problems[0].message
+@pytest.mark.parametrize("hostile", HOSTILE_PATCHES, ids=[h.name for h in HOSTILE_PATCHES])
+def test_hostile_patches_are_caught_and_name_the_object(
+    mnist: Path, hostile: HostilePatch
+) -> None:
+    report = validate(user_overlay(mnist, "patches:\n" + hostile.patches))
+    assert [problem.object_reference for problem in report.problems] == hostile.objects
+    for problem, fragments in zip(report.problems, hostile.says, strict=True):
+        for fragment in fragments:
+            assert fragment in problem.message, problem.message
 
 
 def test_pods_that_disagree_on_the_cluster() -> None:
