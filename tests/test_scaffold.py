@@ -128,3 +128,36 @@ def test_this_repository_offers_pre_commit_hooks_that_parse() -> None:
         assert words[0] == "tfcompile"
         assert parser().parse_args(words[1:]).command in {"build", "validate"}
         assert hook["language"] == "python" and hook["pass_filenames"] is False
+
+
+def test_the_pre_commit_hooks_run_in_another_repository(repository: Path, tmp_path: Path) -> None:
+    """A user's `.pre-commit-config.yaml` names this repository and a revision; pre-commit installs
+    tfcompile from it into its own environment and runs the hooks in the user's repository."""
+    environment = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+                   "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com",
+                   "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.com"}
+
+    def run(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(command, cwd=repository, env=environment, capture_output=True,
+                              text=True, check=False)
+
+    revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    (repository / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {REPOSITORY}\n  rev: {revision}\n  hooks:\n"
+        "  - id: tfcompile-build\n  - id: tfcompile-validate\n")
+    pre_commit = str(Path(sys.executable).parent / "pre-commit")
+    assert run("git", "init", "-q").returncode == 0
+    assert run("git", "add", "-A").returncode == 0
+    fresh = run(pre_commit, "run", "--all-files")
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    assert "tfcompile validate" in fresh.stdout
+    job = repository / "jobs/example/job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    rebuilt = run(pre_commit, "run", "--all-files")
+    assert rebuilt.returncode == 1  # the hook changed output/: the commit must include it
+    assert "files were modified by this hook" in rebuilt.stdout
+    compiled = repository / "output/example/statefulset-example-worker.yaml"
+    assert "replicas: 3" in compiled.read_text()
+    again = run(pre_commit, "run", "--all-files")
+    assert again.returncode == 0, again.stdout
