@@ -225,3 +225,24 @@ def test_tensorflow1_parameter_servers_and_workers_train_with_flags(tmp_path: Pa
     assert chief["is_chief"] is True and other["is_chief"] is False
     assert chief["global_step"] >= 1500
     assert other["local_steps"] > 0  # both workers took steps against the parameter server
+
+
+def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> None:
+    job = tmp_path / "job" / "job.yaml"
+    job.parent.mkdir()
+    (job.parent / "train.py").write_text(
+        "import os, sys\n"
+        "print('cannot open dataset on', os.environ['HOSTNAME'], flush=True)\n"
+        "sys.exit(3)\n")
+    job.write_text(
+        "apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: broken}\n"
+        "spec:\n  image: tensorflow/tensorflow:2.16.1\n  script: train.py\n"
+        "  roles:\n    worker: {replicas: 2}\n")
+    started = time.monotonic()
+    status, output = run_local(job, tmp_path, "--restart-limit", "2")
+    assert status == 1, output
+    assert time.monotonic() - started < 60
+    assert "broken-worker-0 | cannot open dataset on broken-worker-0" in output
+    assert "training exited with status 3" in output
+    assert output.count("cannot open dataset on broken-worker-0") >= 3  # first run + 2 restarts
+    assert "run-local: the last" in output and "after 2 restart(s); the limit is 2" in output
