@@ -30,8 +30,10 @@ ACCURACY_BAR = 0.90
 
 
 def run_local(job: Path, claims: Path, *extra: str, timeout: float = 600,
-              on_line: Callable[[str], None] | None = None) -> tuple[int, str]:
-    """`tfcompile run-local JOB` as a user runs it; returns its exit status and output."""
+              on_line: Callable[[str], None] | None = None,
+              interrupt_when: Callable[[], bool] | None = None) -> tuple[int, str]:
+    """`tfcompile run-local JOB` as a user runs it; returns its exit status and output.
+    `interrupt_when` is asked after each line; when true, the run gets Ctrl-C (SIGINT)."""
     command = [sys.executable, "-m", "tfcompile.compiler.cli", "run-local", str(job),
                "--overlays", str(OVERLAYS), "--claims-directory", str(claims),
                "--backoff", "1", "--timeout", "400", *extra]
@@ -45,6 +47,9 @@ def run_local(job: Path, claims: Path, *extra: str, timeout: float = 600,
             lines.append(line)
             if on_line is not None:
                 on_line(line)
+            if interrupt_when is not None and interrupt_when():
+                os.killpg(process.pid, signal.SIGINT)
+                interrupt_when = None
             if time.monotonic() - started > timeout:
                 break
         status = process.wait(timeout=60)
@@ -245,3 +250,27 @@ def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> No
     assert "training exited with status 3" in output
     assert output.count("cannot open dataset on broken-worker-0") >= 3  # first run + 2 restarts
     assert "run-local: the last" in output and "after 2 restart(s); the limit is 2" in output
+
+
+def test_changing_the_worker_count_resumes_training_with_the_new_cluster(tmp_path: Path) -> None:
+    """What ElasticDL's master did by pushing TF_CONFIG: here replicas change in git, every pod
+    restarts with the new TF_CONFIG, and BackupAndRestore carries the training over."""
+    job = tmp_path / "job" / "job.yaml"
+    job.parent.mkdir()
+    shutil.copy(EXAMPLES / "mnist" / "train.py", job.parent / "train.py")
+    spec = (EXAMPLES / "mnist" / "job.yaml").read_text().replace('"8"', '"20"')
+    job.write_text(spec)
+    log = tmp_path / "mnist-shared" / "progress" / "worker-0.log"
+    status, output = run_local(
+        job, tmp_path, interrupt_when=lambda: log.exists() and len(progress(log)) >= 4)
+    assert status == 128 + signal.SIGINT, output[-2000:]
+    done = len(progress(log))
+    assert 4 <= done < 20
+    job.write_text(spec.replace("replicas: 2", "replicas: 3"))
+    status, output = run_local(job, tmp_path)
+    assert status == 0, output[-3000:]
+    for index in range(3):
+        result = read_json(tmp_path / "mnist-shared" / "results" / f"worker-{index}.json")
+        assert result["replicas"] == 3
+        assert result["initial_epoch"] >= 4 and result["epochs_completed"] == 20
+        assert result["accuracy"] >= ACCURACY_BAR
