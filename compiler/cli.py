@@ -52,7 +52,7 @@ def _build(arguments: argparse.Namespace) -> int:
         if difference:
             sys.stdout.write(difference)
             print(
-                f"tfcompile: {settings.output} is stale ({len(changes.changed())} files differ); "
+                f"tfcompile: {settings.output} is stale ({len(changes.changed)} files differ); "
                 "run `tfcompile build` and commit the result",
                 file=sys.stderr,
             )
@@ -73,8 +73,9 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
     """The directories named, or every compiled job under `output`."""
     if paths:
         return [Path(path) for path in paths]
-    return sorted(p for p in output.iterdir() if (p / "kustomization.yaml").is_file()) if (
-        output.is_dir()) else []
+    if not output.is_dir():
+        return []
+    return sorted(p for p in output.iterdir() if (p / "kustomization.yaml").is_file())
 
 
 def _validate(arguments: argparse.Namespace) -> int:

@@ -10,11 +10,13 @@ expansion would rewrite them).
 
 from __future__ import annotations
 
+from tfcompile.spec.rules import RESERVED_MOUNT_PATH
+
 STATE_VOLUME = "tfcompile-state"
-STATE_DIRECTORY = "/opt/tfcompile/state"
+STATE_DIRECTORY = f"{RESERVED_MOUNT_PATH}/state"
 SUCCESS_MARKER = f"{STATE_DIRECTORY}/succeeded"
 SCRIPT_VOLUME = "script"
-SCRIPT_DIRECTORY = "/opt/tfcompile/script"
+SCRIPT_DIRECTORY = f"{RESERVED_MOUNT_PATH}/script"
 PROGRAM_NAME = "tfcompile-launcher"
 
 SCRIPT = f"""\

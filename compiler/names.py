@@ -18,8 +18,6 @@ DNS_LABEL_MAXIMUM = 63
 STATEFULSET_NAME_MAXIMUM = 52
 """Pods carry `controller-revision-hash: <statefulset>-<10 characters>`, a label value (≤ 63)."""
 
-OBJECT_NAME_MAXIMUM = 253
-
 
 def object_name(job: str, *parts: str) -> str:
     """The one way names are made: the job name, then each part, joined by '-'."""

@@ -13,6 +13,7 @@ import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from ruamel.yaml import YAML
@@ -29,8 +30,9 @@ class Plan:
     writes: dict[str, str]
     removals: list[str]
 
+    @cached_property
     def changed(self) -> list[str]:
-        """Paths whose content would change, sorted."""
+        """Paths whose content would change, sorted (read once)."""
         paths = [p for p, text in self.writes.items() if _read(self.output / p) != text]
         return sorted([*paths, *self.removals])
 
@@ -75,7 +77,7 @@ def plan(output: Path, jobs: Iterable[CompiledJob]) -> Plan:
 def unified_diff(changes: Plan) -> str:
     """What a write would change, as a unified diff with paths under the output directory."""
     chunks: list[str] = []
-    for relative in changes.changed():
+    for relative in changes.changed:
         old = _read(changes.output / relative) or ""
         new = changes.writes.get(relative, "")
         shown = (changes.output / relative).as_posix()
@@ -92,7 +94,7 @@ def unified_diff(changes: Plan) -> str:
 
 def write(changes: Plan) -> list[str]:
     """Apply the plan atomically; returns the changed paths (nothing is touched if none)."""
-    changed = changes.changed()
+    changed = changes.changed
     if not changed:
         return []
     output = changes.output

@@ -8,7 +8,6 @@ Flux Kustomization, then compiles the example, so that the CI check passes from 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -34,11 +33,6 @@ class ScaffoldError(Exception):
     """`init` would overwrite files; nothing was written."""
 
 
-@dataclass(frozen=True)
-class Scaffold:
-    files: dict[str, str]
-
-
 def _version() -> str:
     try:
         return metadata.version("tfcompile")
@@ -59,7 +53,7 @@ def _overlay_files(root: Traversable) -> dict[str, str]:
     return files
 
 
-def scaffold() -> Scaffold:
+def scaffold() -> dict[str, str]:
     """The files of a new repository, by relative path."""
     templates = resources.files(__package__).joinpath("scaffold_files")
     version = _version()
@@ -70,12 +64,12 @@ def scaffold() -> Scaffold:
     }
     files.update(_overlay_files(resources.files("tfcompile.overlays")))
     files["jobs/trainingjob.schema.json"] = schema_text()
-    return Scaffold(files=dict(sorted(files.items())))
+    return dict(sorted(files.items()))
 
 
 def write_scaffold(directory: Path) -> list[str]:
     """Write the scaffold into `directory`; refuses (writing nothing) if any file exists."""
-    files = scaffold().files
+    files = scaffold()
     existing = [path for path in files if (directory / path).exists()]
     if existing:
         raise ScaffoldError(

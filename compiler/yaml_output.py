@@ -61,8 +61,3 @@ def dump(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
         stream.write(f"# {line}\n" if line else "#\n")
     _writer().dump(_prepare(document), stream)
     return stream.getvalue()
-
-
-def dump_all(documents: Sequence[Mapping[str, Any]]) -> str:
-    """Several documents separated by `---`, as `kubectl apply -f` reads them."""
-    return "---\n".join(dump(document) for document in documents)

@@ -77,9 +77,6 @@ class Locations:
                 return Location(self.file, line + 1, column + 1)
         return Location(self.file, 1, 1)
 
-    def has(self, path: FieldPath) -> bool:
-        return path in self._values
-
 
 @dataclass(frozen=True)
 class LoadedJob:

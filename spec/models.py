@@ -24,7 +24,6 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-API_VERSION = "tfcompile.dev/v1alpha1"
 KIND = "TrainingJob"
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"

@@ -7,6 +7,7 @@ from typing import Any
 
 from tfcompile.compiler import names, topology
 from tfcompile.spec.models import RoleName, TrainingJob
+from tfcompile.spec.rules import RESERVED_ENVIRONMENT
 
 
 def make_job(roles: dict[str, Any], name: str = "mnist", **spec: Any) -> TrainingJob:
@@ -78,6 +79,7 @@ def test_environment_order_defines_the_index_before_its_users() -> None:
     names_in_order = [entry["name"] for entry in entries]
     assert names_in_order == ["TASK_INDEX", "JOB_NAME", "WORKER_NUMBER", "TOT_WORKERS",
                               "NUM_WORKERS", "PS_HOSTS", "WORKER_HOSTS", "TF_CONFIG"]
+    assert tuple(names_in_order) == RESERVED_ENVIRONMENT  # what the spec refuses in env
     values = {entry["name"]: entry.get("value") for entry in entries}
     assert entries[0]["valueFrom"] == {
         "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}

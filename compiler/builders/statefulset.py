@@ -6,6 +6,7 @@ from typing import Any
 
 from tfcompile.spec.loading import Script
 from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
+from tfcompile.spec.rules import GPU_RESOURCE
 
 from .. import launcher
 from ..labels import GPU_LABEL, REVISION_ANNOTATION, object_labels, role_selector
@@ -16,7 +17,6 @@ from .service import PORT_NAME
 from .storage import claim_name
 
 CONTAINER_NAME = "tensorflow"
-GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_VOLUME = "shared"
 SCRATCH_VOLUME = "scratch"
 

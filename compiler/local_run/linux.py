@@ -1,6 +1,6 @@
 """The few Linux system calls the local runtime needs that Python 3.11's `os` module lacks.
 
-`unshare`, `setns`, `mount`, `umount2` and `prctl(PR_SET_PDEATHSIG)` are called through libc with
+`unshare`, `setns`, `mount` and `prctl(PR_SET_PDEATHSIG)` are called through libc with
 `ctypes`. Only the standard library is imported, so the small helper processes that run inside a
 pod's namespaces start fast.
 """
@@ -25,7 +25,6 @@ MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 
-MNT_DETACH = 0x2
 
 _PR_SET_PDEATHSIG = 1
 
@@ -38,8 +37,6 @@ _libc.mount.argtypes = [
     ctypes.c_char_p,
 ]
 _libc.mount.restype = ctypes.c_int
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-_libc.umount2.restype = ctypes.c_int
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.unshare.restype = ctypes.c_int
 _libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -74,11 +71,6 @@ def mount(source: str | None, target: str, filesystem: str | None, flags: int,
     result = _libc.mount(_encode(source), _encode(target), _encode(filesystem), flags,
                          _encode(data))
     _check(result, f"mount {filesystem or 'bind'} on {target}")
-
-
-def unmount(target: str, flags: int = 0) -> None:
-    """umount2(2)."""
-    _check(_libc.umount2(_encode(target), flags), f"unmount {target}")
 
 
 def die_with_parent() -> None:
