@@ -72,8 +72,6 @@ def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
             LocatedProblem(Location(shown, 1, 1), (), "no file with kind: TrainingJob found")
         )
     for path in files:
-        if not path.exists():
-            continue
         try:
             loaded.extend(load_jobs(path))
         except SpecError as error:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from ruamel.yaml import YAML
@@ -200,12 +200,12 @@ def _read_documents(path: Path, shown: str) -> list[Any]:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
         reason = " ".join(str(part) for part in (error.context, error.problem) if part)
-        return _raise_yaml(shown, line, column, reason or "invalid YAML")
+        _raise_yaml(shown, line, column, reason or "invalid YAML")
     except YAMLError as error:
-        return _raise_yaml(shown, 1, 1, f"invalid YAML: {error}")
+        _raise_yaml(shown, 1, 1, f"invalid YAML: {error}")
 
 
-def _raise_yaml(shown: str, line: int, column: int, reason: str) -> list[Any]:
+def _raise_yaml(shown: str, line: int, column: int, reason: str) -> NoReturn:
     first_line = reason.strip().splitlines()[0] if reason.strip() else "invalid YAML"
     raise SpecError(
         [LocatedProblem(Location(shown, line, column), (), f"invalid YAML: {first_line}")]
@@ -307,7 +307,8 @@ def is_job_file(path: Path) -> bool:
 
 
 def discover(paths: Iterable[Path]) -> Iterator[Path]:
-    """Job files among `paths`: files as given, directories searched for `kind: TrainingJob`."""
+    """Job files among `paths`: files as given, directories searched for `kind: TrainingJob`;
+    paths that do not exist are left to the caller to report."""
     for path in paths:
         if path.is_dir():
             for root, directories, files in os.walk(path):
@@ -316,5 +317,5 @@ def discover(paths: Iterable[Path]) -> Iterator[Path]:
                     candidate = Path(root) / name
                     if name.endswith(YAML_SUFFIXES) and is_job_file(candidate):
                         yield candidate
-        else:
+        elif path.exists():
             yield path
