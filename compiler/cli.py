@@ -87,7 +87,8 @@ def _validate(arguments: argparse.Namespace) -> int:
     failed = 0
     for directory in directories:
         try:
-            report = validate(directory, arguments.kubernetes_version)
+            report = validate(directory, arguments.kubernetes_version,
+                              allow_remote=arguments.allow_remote)
         except RenderingError as error:
             print(f"{directory}: cannot render: {error}", file=sys.stderr)
             failed += 1
@@ -103,7 +104,7 @@ def _validate(arguments: argparse.Namespace) -> int:
 
 def _render(arguments: argparse.Namespace) -> int:
     try:
-        sys.stdout.write(render(Path(arguments.directory)))
+        sys.stdout.write(render(Path(arguments.directory), allow_remote=arguments.allow_remote))
     except RenderingError as error:
         print(f"{arguments.directory}: cannot render: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -139,6 +140,7 @@ def _run_local(arguments: argparse.Namespace) -> int:
         overlays=Path(arguments.overlays),
         secrets_file=Path(arguments.secrets) if arguments.secrets else None,
         options=options,
+        allow_remote=arguments.allow_remote,
     )
     try:
         outcome = run_job(settings)
@@ -155,6 +157,12 @@ def _run_local(arguments: argparse.Namespace) -> int:
 def _schema(arguments: argparse.Namespace) -> int:
     sys.stdout.write(schema_text())
     return EXIT_OK
+
+
+def _add_allow_remote(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--allow-remote", action="store_true",
+                         help="let kustomize fetch resources named by URL or git repository "
+                              "(refused by default)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -194,12 +202,14 @@ def parser() -> argparse.ArgumentParser:
         "--kubernetes-version", default=DEFAULT_KUBERNETES_VERSION,
         help=f"schemas to check against (default: {DEFAULT_KUBERNETES_VERSION}; oldest: "
              f"{OLDEST_KUBERNETES_VERSION}, the first with the pod-index label)")
+    _add_allow_remote(validate_command)
     validate_command.set_defaults(handler=_validate)
 
     render_command = commands.add_parser(
         "render", help="print the final manifests of a compiled job (kustomize build)"
     )
     render_command.add_argument("directory", metavar="DIRECTORY")
+    _add_allow_remote(render_command)
     render_command.set_defaults(handler=_render)
 
     run_local = commands.add_parser(
@@ -219,6 +229,7 @@ def parser() -> argparse.ArgumentParser:
                            help="end the run as failed after this long")
     run_local.add_argument("--claims-directory", metavar="DIRECTORY",
                            help="keep each claim's data in DIRECTORY/<claim> after the run")
+    _add_allow_remote(run_local)
     run_local.set_defaults(handler=_run_local)
 
     init = commands.add_parser("init", help="scaffold a GitOps repository for training jobs")

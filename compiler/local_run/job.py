@@ -34,6 +34,7 @@ class LocalJobSettings:
     overlays: Path
     secrets_file: Path | None
     options: LocalRunOptions
+    allow_remote: bool = False
 
 
 def success_pods(pods: Sequence[Pod]) -> list[str]:
@@ -64,7 +65,8 @@ def rendered_pods(
         raise LocalJobError(f"{settings.job_file} holds {len(compiled)} jobs ({names}); "
                             "run-local runs one: put it in a file of its own")
     write(plan(directory / "output", compiled))
-    objects = parse_manifests(render(directory / "output" / compiled[0].name))
+    objects = parse_manifests(render(directory / "output" / compiled[0].name,
+                                     allow_remote=settings.allow_remote))
     secrets = parse_secrets_file(settings.secrets_file) if settings.secrets_file else {}
     return pods_of(objects, secrets=secrets), objects, secrets
 

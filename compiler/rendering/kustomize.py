@@ -2,7 +2,8 @@
 
 Argo CD and Flux build `output/<job>/` with Kustomize before they apply it, so every check of the
 compiled output has to look at Kustomize's result, overlays and user patches included. This module
-is the one place that finds a Kustomize binary and runs it.
+is the one place that finds a Kustomize binary and runs it, after refusing kustomizations that
+would make it fetch anything over the network (unless the caller allows it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from .remote_resources import KUSTOMIZATION_FILE_NAMES, RemoteEntry, remote_entries
 
 RENDER_TIMEOUT_SECONDS = 120
 
@@ -26,6 +29,14 @@ class RenderingError(Exception):
 
 class RenderError(RenderingError):
     """Kustomize could not render a directory; the message is Kustomize's own, without noise."""
+
+
+class RemoteResourceError(RenderError):
+    """The kustomization names remote resources and remote fetching was not allowed."""
+
+    def __init__(self, entries: list[RemoteEntry]) -> None:
+        self.entries = entries
+        super().__init__("\n".join(entry.explain() for entry in entries))
 
 
 @dataclass(frozen=True)
@@ -53,18 +64,26 @@ def find_renderer() -> Renderer:
     )
 
 
-def render(directory: Path, renderer: Renderer | None = None) -> str:
+def render(
+    directory: Path, renderer: Renderer | None = None, *, allow_remote: bool = False
+) -> str:
     """Render the kustomization in `directory` and return the multi-document YAML text.
 
     Raises `RenderError` with Kustomize's message when the directory is missing, is not a
-    kustomization, or Kustomize refuses it.
+    kustomization, or Kustomize refuses it; `RemoteResourceError`, before Kustomize runs, when
+    a kustomization reachable from `directory` names a URL or git repository and `allow_remote`
+    is false.
     """
     if not directory.is_dir():
         raise RenderError(f"{directory}: not a directory")
-    if not any((directory / name).is_file() for name in _KUSTOMIZATION_FILE_NAMES):
+    if not any((directory / name).is_file() for name in KUSTOMIZATION_FILE_NAMES):
         raise RenderError(
             f"{directory}: no kustomization.yaml here; run `tfcompile build` to create it"
         )
+    if not allow_remote:
+        remote = remote_entries(directory)
+        if remote:
+            raise RemoteResourceError(remote)
     chosen = renderer if renderer is not None else find_renderer()
     try:
         completed = subprocess.run(
@@ -101,9 +120,6 @@ def kustomize_message(standard_error: str) -> str:
         if stripped:
             lines.append(stripped)
     return "\n".join(lines)
-
-
-_KUSTOMIZATION_FILE_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
 def _unquote_go_string(quoted: str) -> str:

@@ -29,17 +29,21 @@ def validate(
     directory: Path,
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     secrets: Mapping[tuple[str, str], str] | None = None,
+    *,
+    allow_remote: bool = False,
 ) -> ValidationReport:
     """Render `directory` with Kustomize and check the result for `kubernetes_version`.
 
     Raises `KubernetesVersionError` for a version without installed schemas (before rendering),
-    `RenderError` when Kustomize fails, `ManifestError` when its output is not Kubernetes
-    objects; all three carry a message for the user. Problems in the rendered objects are
-    returned in the report, never raised.
+    `RenderError` when Kustomize fails or (unless `allow_remote`) a kustomization names a
+    remote resource, `ManifestError` when its output is not Kubernetes objects; all three carry
+    a message for the user. Problems in the rendered objects are returned in the report, never
+    raised.
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
-    return validate_rendered(render(directory), directory, version, secrets)
+    rendered = render(directory, allow_remote=allow_remote)
+    return validate_rendered(rendered, directory, version, secrets)
 
 
 def validate_rendered(
