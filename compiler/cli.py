@@ -17,6 +17,7 @@ from tfcompile.spec.schema import schema_text
 
 from .build import BuildSettings, build_plan
 from .immutable_fields import immutable_changes
+from .installation import InstallationError, tfcompile_requirement
 from .local_run import LocalRunOptions, SecretsFileError
 from .local_run.job import LocalJobError, LocalJobSettings, run_job
 from .output_tree import unified_diff, write
@@ -114,10 +115,13 @@ def _render(arguments: argparse.Namespace) -> int:
 def _init(arguments: argparse.Namespace) -> int:
     directory = Path(arguments.directory)
     try:
-        written = write_scaffold(directory)
-    except ScaffoldError as error:
-        print(f"tfcompile: {error}", file=sys.stderr)
+        requirement = tfcompile_requirement(arguments.tfcompile_requirement)
+        written = write_scaffold(directory, requirement.text)
+    except (InstallationError, ScaffoldError) as error:
+        print(f"tfcompile: {error}; nothing was written", file=sys.stderr)
         return EXIT_USAGE
+    if requirement.note:
+        print(f"tfcompile: {requirement.note}", file=sys.stderr)
     changes = build_plan(BuildSettings(inputs=[directory / "jobs"], output=directory / "output",
                                        overlays=directory / "overlays"))
     compiled = write(changes)
@@ -234,6 +238,10 @@ def parser() -> argparse.ArgumentParser:
 
     init = commands.add_parser("init", help="scaffold a GitOps repository for training jobs")
     init.add_argument("directory", nargs="?", default=".", metavar="DIRECTORY")
+    init.add_argument("--tfcompile-requirement", metavar="REQUIREMENT",
+                      help="what the generated CI installs with pip (default: this tfcompile, "
+                           "from what its installation records: a git URL and commit, an "
+                           "archive URL, or the version on the package index)")
     init.set_defaults(handler=_init)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")

@@ -2,13 +2,14 @@
 
 It writes an example job, copies the Kustomize Components shipped with the package into
 `overlays/` (so they are versioned in the user's repository and can be edited for their cluster),
-CI for GitHub Actions and GitLab CI, a pre-commit configuration, an Argo CD ApplicationSet and a
-Flux Kustomization, then compiles the example, so that the CI check passes from the first commit.
+CI for GitHub Actions and GitLab CI (installing the tfcompile that ran `init`: `installation`
+finds it), a pre-commit configuration, an Argo CD ApplicationSet and a Flux Kustomization, then
+compiles the example, so that the CI check passes from the first commit.
 """
 
 from __future__ import annotations
 
-from importlib import metadata, resources
+from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -33,13 +34,6 @@ class ScaffoldError(Exception):
     """`init` would overwrite files; nothing was written."""
 
 
-def _version() -> str:
-    try:
-        return metadata.version("tfcompile")
-    except metadata.PackageNotFoundError:
-        return "0.1.0"
-
-
 def _overlay_files(root: Traversable) -> dict[str, str]:
     """`overlays/<component>/<file>` for each Kustomize Component shipped with the package."""
     files: dict[str, str] = {}
@@ -53,13 +47,13 @@ def _overlay_files(root: Traversable) -> dict[str, str]:
     return files
 
 
-def scaffold() -> dict[str, str]:
-    """The files of a new repository, by relative path."""
+def scaffold(tfcompile_requirement: str) -> dict[str, str]:
+    """The files of a new repository, by relative path, whose CI installs tfcompile with
+    `pip install "<tfcompile_requirement>"`."""
     templates = resources.files(__package__).joinpath("scaffold_files")
-    version = _version()
     files = {
         target: templates.joinpath(source).read_text(encoding="utf-8").replace(
-            "TFCOMPILE_VERSION", version)
+            "TFCOMPILE_REQUIREMENT", tfcompile_requirement)
         for target, source in FILES.items()
     }
     files.update(_overlay_files(resources.files("tfcompile.overlays")))
@@ -67,9 +61,9 @@ def scaffold() -> dict[str, str]:
     return dict(sorted(files.items()))
 
 
-def write_scaffold(directory: Path) -> list[str]:
+def write_scaffold(directory: Path, tfcompile_requirement: str) -> list[str]:
     """Write the scaffold into `directory`; refuses (writing nothing) if any file exists."""
-    files = scaffold()
+    files = scaffold(tfcompile_requirement)
     existing = [path for path in files if (directory / path).exists()]
     if existing:
         raise ScaffoldError(

@@ -17,6 +17,7 @@ from tests.conftest import REPOSITORY, Result
 from tfcompile.compiler.cli import parser
 
 BIN = str(Path(sys.executable).parent)
+REQUIREMENT = "git+https://example.invalid/team/tfcompile.git@v1"
 
 
 def run_check(repository: Path) -> subprocess.CompletedProcess[str]:
@@ -29,7 +30,7 @@ def run_check(repository: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def repository(tmp_path: Path, run_cli: Callable[..., Result]) -> Path:
     target = tmp_path / "training-jobs"
-    result = run_cli("init", str(target))
+    result = run_cli("init", str(target), "--tfcompile-requirement", REQUIREMENT)
     assert result.status == 0, result.stderr
     return target
 
@@ -73,14 +74,15 @@ def test_the_check_demands_kubeconform_unless_told_to_skip(repository: Path) -> 
     assert "kubeconform is not installed" in process.stderr
 
 
-def test_workflows_run_the_check_with_the_installed_version(repository: Path) -> None:
+def test_workflows_run_the_check_with_the_requirement_given(repository: Path) -> None:
     github = load(repository / ".github/workflows/tfcompile.yaml")
     assert isinstance(github, dict)
     steps = github["jobs"]["check"]["steps"]
     assert steps[-1]["run"] == "sh ci/check.sh"
-    assert 'pip install "tfcompile==0.1.0"' in steps[2]["run"]
+    assert f'pip install "{REQUIREMENT}"\n' in steps[2]["run"]
     gitlab = load(repository / ".gitlab-ci.yml")
     assert isinstance(gitlab, dict)
+    assert gitlab["tfcompile"]["before_script"][0] == f'pip install "{REQUIREMENT}"'
     assert gitlab["tfcompile"]["script"] == ["sh ci/check.sh"]
 
 
