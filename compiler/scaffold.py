@@ -15,6 +15,9 @@ from pathlib import Path
 
 from tfcompile.spec.schema import schema_text
 
+from .validation.kubeconform_schemas import kubeconform_version
+from .validation.versions import DEFAULT_KUBERNETES_VERSION
+
 FILES = {
     "jobs/example/job.yaml": "job.yaml.template",
     "jobs/example/train.py": "train.py",
@@ -51,11 +54,16 @@ def scaffold(tfcompile_requirement: str) -> dict[str, str]:
     """The files of a new repository, by relative path, whose CI installs tfcompile with
     `pip install "<tfcompile_requirement>"`."""
     templates = resources.files(__package__).joinpath("scaffold_files")
-    files = {
-        target: templates.joinpath(source).read_text(encoding="utf-8").replace(
-            "TFCOMPILE_REQUIREMENT", tfcompile_requirement)
-        for target, source in FILES.items()
+    values = {
+        "TFCOMPILE_REQUIREMENT": tfcompile_requirement,
+        "KUBERNETES_VERSION_DEFAULT": kubeconform_version(DEFAULT_KUBERNETES_VERSION),
     }
+    files: dict[str, str] = {}
+    for target, source in FILES.items():
+        text = templates.joinpath(source).read_text(encoding="utf-8")
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        files[target] = text
     files.update(_overlay_files(resources.files("tfcompile.overlays")))
     files["jobs/trainingjob.schema.json"] = schema_text()
     return dict(sorted(files.items()))

@@ -14,6 +14,17 @@ if [ ! -e "$stamp" ]; then
   touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"
+# kubeconform, which the scaffold's CI runs, runs for real in the tests: built from source with
+# Go into the virtualenv, once per version.
+kubeconform_version=v0.7.0
+if [ ! -e "$venv/.kubeconform-$kubeconform_version" ]; then
+  if command -v go >/dev/null; then
+    GOBIN="$venv/bin" go install "github.com/yannh/kubeconform/cmd/kubeconform@$kubeconform_version"
+    touch "$venv/.kubeconform-$kubeconform_version"
+  else
+    echo "Go is not installed, so kubeconform is not: the tests that run it will fail" >&2
+  fi
+fi
 if ! command -v kustomize >/dev/null && ! command -v kubectl >/dev/null; then
   echo "tfcompile needs kustomize or kubectl on PATH to render manifests" >&2
   exit 1

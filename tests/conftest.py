@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,11 +12,17 @@ from pathlib import Path
 import pytest
 
 from tfcompile.compiler.cli import main
+from tfcompile.compiler.validation import kubeconform_schemas
+from tfcompile.compiler.validation.versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    OLDEST_KUBERNETES_VERSION,
+)
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"
 OUTPUT = REPOSITORY / "output"
 OVERLAYS = REPOSITORY / "overlays"
+KUBECONFORM_CACHE = REPOSITORY / ".cache" / "kubeconform-schemas"  # git-ignored
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,3 +89,20 @@ def _run_in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in {"", "0", "false", "no"}
+
+
+@pytest.fixture(scope="session")
+def kubeconform() -> str:
+    """The kubeconform on PATH (`scripts/setup.sh` installs it into the virtualenv)."""
+    found = shutil.which("kubeconform")
+    assert found is not None, "kubeconform is not on PATH: `source scripts/setup.sh` installs it"
+    return found
+
+
+@pytest.fixture(scope="session")
+def kubeconform_schema_location() -> str:
+    """kubeconform's `-schema-location` for the schemas `validate` uses, prepared once (kept
+    between runs) for the oldest and the default Kubernetes version; nothing is downloaded."""
+    root = kubeconform_schemas.prepare(
+        KUBECONFORM_CACHE, [OLDEST_KUBERNETES_VERSION, DEFAULT_KUBERNETES_VERSION])
+    return kubeconform_schemas.schema_location(root)

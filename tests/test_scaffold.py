@@ -20,9 +20,11 @@ BIN = str(Path(sys.executable).parent)
 REQUIREMENT = "git+https://example.invalid/team/tfcompile.git@v1"
 
 
-def run_check(repository: Path) -> subprocess.CompletedProcess[str]:
+def run_check(repository: Path, schema_location: str,
+              **variables: str) -> subprocess.CompletedProcess[str]:
+    """`sh ci/check.sh` as CI runs it, with kubeconform reading the local schemas (offline)."""
     environment = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}",
-                   "TFCOMPILE_SKIP_KUBECONFORM": "1"}
+                   "KUBECONFORM_SCHEMA_LOCATION": schema_location, **variables}
     return subprocess.run(["sh", "ci/check.sh"], cwd=repository, env=environment,
                           capture_output=True, text=True, check=False)
 
@@ -53,25 +55,56 @@ def test_init_writes_a_complete_repository(repository: Path) -> None:
     assert (repository / "overlays/gpu/kustomization.yaml").read_text() == shipped.read_text()
 
 
-def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(repository: Path) -> None:
-    first = run_check(repository)
+def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
+    repository: Path, kubeconform: str, kubeconform_schema_location: str
+) -> None:
+    first = run_check(repository, kubeconform_schema_location)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "output/example: 7 objects rendered" in first.stdout
-    assert "kubeconform is not installed: skipped" in first.stdout
+    assert ("kubeconform: output/example/\nSummary: 7 resources found parsing stdin - Valid: 7, "
+            "Invalid: 0, Errors: 0, Skipped: 0\n") in first.stdout
     job = repository / "jobs/example/job.yaml"
     job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
-    stale = run_check(repository)
+    stale = run_check(repository, kubeconform_schema_location)
     assert stale.returncode == 1
     assert "-  replicas: 2\n+  replicas: 3\n" in stale.stdout
     assert "+          value: '3'" in stale.stdout  # TOT_WORKERS
 
 
-def test_the_check_demands_kubeconform_unless_told_to_skip(repository: Path) -> None:
-    environment = {**os.environ, "PATH": f"{BIN}:/usr/bin:/bin"}
+def test_the_generated_ci_check_checks_the_version_it_is_given(
+    repository: Path, kubeconform: str, kubeconform_schema_location: str
+) -> None:
+    oldest = run_check(repository, kubeconform_schema_location,
+                       TFCOMPILE_KUBERNETES_VERSION="1.28.0")
+    assert oldest.returncode == 0, oldest.stdout + oldest.stderr
+    assert "output/example: 7 objects rendered, checked against Kubernetes 1.28: no problems" \
+        in oldest.stdout
+    assert "Valid: 7, Invalid: 0, Errors: 0, Skipped: 0" in oldest.stdout
+
+
+def test_the_generated_ci_check_fails_when_kubeconform_does(
+    repository: Path, kubeconform: str, tmp_path: Path
+) -> None:
+    """`validate` passes, then kubeconform finds no schema for these objects: its verdict is
+    the check's."""
+    empty = tmp_path / "no-schemas"
+    empty.mkdir()
+    result = run_check(repository, f"{empty}/{{{{ .ResourceKind }}}}.json")
+    assert result.returncode == 1
+    assert "output/example: 7 objects rendered" in result.stdout
+    assert "StatefulSet example-worker failed validation: could not find schema for StatefulSet" \
+        in result.stdout
+
+
+def test_the_check_demands_kubeconform(repository: Path) -> None:
+    only_tfcompile = repository.parent / "bin"  # not the kubeconform setup.sh installed
+    only_tfcompile.mkdir()
+    (only_tfcompile / "tfcompile").symlink_to(Path(BIN) / "tfcompile")
+    environment = {**os.environ, "PATH": f"{only_tfcompile}:/usr/bin:/bin"}
     process = subprocess.run(["sh", "ci/check.sh"], cwd=repository, env=environment,
                              capture_output=True, text=True, check=False)
     assert process.returncode == 1
-    assert "kubeconform is not installed" in process.stderr
+    assert "kubeconform is not installed; install it as the CI files do" in process.stderr
 
 
 def test_workflows_run_the_check_with_the_requirement_given(repository: Path) -> None:
