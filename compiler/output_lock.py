@@ -32,6 +32,12 @@ def check_output_path(output: Path) -> None:
     if output.exists() and not output.is_dir():
         raise OutputRefused([f"{shown(output)}: the output path is a file, not a directory; "
                              "choose another with -o"])
+    for ancestor in Path(os.path.abspath(output)).parents:
+        if os.path.lexists(ancestor):
+            if not ancestor.is_dir():
+                raise OutputRefused([f"{shown(ancestor)}: is a file, so {shown(output)} cannot "
+                                     "be the output directory; choose another with -o"])
+            break
 
 
 @contextmanager

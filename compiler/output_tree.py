@@ -258,15 +258,18 @@ def _stage(output: Path, changes: Plan, job: str) -> _Staged:
         os.mkdir(staging)
     except OSError as error:
         raise OutputEnvironmentError("write", directory, error) from None
-    item = _Staged(job, directory, staging, files, kept)
-    for name, text in files.items():
-        _write_file(staging / name, text, directory / name)
-    for name in kept:
-        try:
-            _carry_over(directory / name, staging / name)
-        except OSError as error:
-            raise OutputEnvironmentError("keep", directory / name, error) from None
-    return item
+    try:
+        for name, text in files.items():
+            _write_file(staging / name, text, directory / name)
+        for name in kept:
+            try:
+                _carry_over(directory / name, staging / name)
+            except OSError as error:
+                raise OutputEnvironmentError("keep", directory / name, error) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return _Staged(job, directory, staging, files, kept)
 
 
 def _replace_file_by_file(item: _Staged, removals: list[str]) -> None:
