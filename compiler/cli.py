@@ -45,8 +45,9 @@ def _build(arguments: argparse.Namespace) -> int:
         output=Path(arguments.output),
         overlays=Path(arguments.overlays),
     )
-    compilation = compile_inputs(settings)
     with locked(settings.output, exclusive=not arguments.check):
+        # Specs are read under the lock too: of two builds at once, the later sees the newer.
+        compilation = compile_inputs(settings)
         changes = build_plan(settings, compilation)
         if not compilation.jobs and not changes.prunes:
             shown = ", ".join(display_path(path) for path in settings.inputs)

@@ -3,6 +3,7 @@ and `--check` that writes nothing and shows a diff."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, OVERLAYS, Result
+from tfcompile.compiler import directory_swap
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -409,3 +411,50 @@ def test_two_specs_naming_one_job_do_not_take_over_each_others_directory(
     (repository / "jobs" / "a" / "job.yaml").unlink()  # the job moved: its new spec takes over
     assert run_cli("build", "more").status == 0
     assert "../../more/job.yaml" in (repository / "output" / "a" / "kustomization.yaml").read_text()
+
+
+def test_what_tfcompile_keeps_in_a_job_directory_survives_a_rebuild_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    directory = repository / "output" / "a"
+    (directory / "NOTES.md").write_text("mine\n")
+    (directory / "extra").mkdir()
+    (directory / "extra" / "patch.yaml").write_text("kind: Patch\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (directory / "link").symlink_to(outside)
+    notes = (directory / "NOTES.md").stat().st_ino
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert "replicas: 3" in (directory / "statefulset-a-worker.yaml").read_text()
+    assert (directory / "NOTES.md").stat().st_ino == notes  # the same file, not a copy
+    assert (directory / "extra" / "patch.yaml").read_text() == "kind: Patch\n"
+    assert os.readlink(directory / "link") == str(outside)
+    assert outside.read_text() == "outside\n"
+    assert [p.name for p in (repository / "output").iterdir()] == ["a"]
+
+
+def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Systems without renameat2 (or file systems without RENAME_EXCHANGE) take this path."""
+    monkeypatch.setattr(directory_swap, "_FUNCTION", None)
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    (repository / "output" / "a" / "NOTES.md").write_text("mine\n")
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3")
+                   + "  networkPolicy: false\n")
+    shutil.rmtree(repository / "jobs" / "b")
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
+    assert sorted(p.name for p in (repository / "output" / "a").iterdir()) == [
+        "NOTES.md", "kustomization.yaml", "service-a-worker.yaml", "statefulset-a-worker.yaml"]
+    assert run_cli("build", "jobs", "--check").status == 0
