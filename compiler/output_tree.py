@@ -17,6 +17,7 @@ are removed by the next build.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
@@ -266,6 +267,8 @@ def _stage(output: Path, changes: Plan, job: str) -> _Staged:
                 _carry_over(directory / name, staging / name)
             except OSError as error:
                 raise OutputEnvironmentError("keep", directory / name, error) from None
+        if os.path.isdir(directory):  # the swapped-in directory keeps the old one's mode
+            os.chmod(staging, stat.S_IMODE(os.lstat(directory).st_mode))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -320,7 +323,14 @@ def _finish(item: _Staged) -> None:
         for name in os.listdir(item.old):
             if name not in expected and not os.path.lexists(item.directory / name):
                 os.rename(item.old / name, item.directory / name)
-    shutil.rmtree(item.old, ignore_errors=True)
+    _remove_tree(item.old, ignore_errors=True)
+
+
+def _remove_tree(path: Path, ignore_errors: bool = False) -> None:
+    """Remove a staged or replaced directory (it may carry a read-only mode of the job's)."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    shutil.rmtree(path, ignore_errors=ignore_errors)
 
 
 def remove_leftovers(output: Path) -> None:
@@ -333,7 +343,7 @@ def remove_leftovers(output: Path) -> None:
         path = output / name
         try:
             if stat.S_ISDIR(status.st_mode):
-                shutil.rmtree(path)
+                _remove_tree(path)
             else:
                 path.unlink()
         except OSError as error:

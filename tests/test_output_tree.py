@@ -427,12 +427,14 @@ def test_what_tfcompile_keeps_in_a_job_directory_survives_a_rebuild_as_it_was(
     outside.write_text("outside\n")
     (directory / "link").symlink_to(outside)
     notes = (directory / "NOTES.md").stat().st_ino
+    directory.chmod(0o750)
     job = repository / "jobs" / "a" / "job.yaml"
     job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
     result = run_cli("build", "jobs")
     assert result.status == 0, result.stderr
     assert "replicas: 3" in (directory / "statefulset-a-worker.yaml").read_text()
     assert (directory / "NOTES.md").stat().st_ino == notes  # the same file, not a copy
+    assert directory.stat().st_mode & 0o777 == 0o750
     assert (directory / "extra" / "patch.yaml").read_text() == "kind: Patch\n"
     assert os.readlink(directory / "link") == str(outside)
     assert outside.read_text() == "outside\n"
