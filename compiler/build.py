@@ -1,7 +1,8 @@
 """`tfcompile build`: find job files, load them, compile them, and plan the output tree.
 
 This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
-output directory so that the generated kustomizations work wherever the repository is cloned.
+output directory so that the generated kustomizations work wherever the repository is cloned,
+and it tells the planner which spec file defines which jobs, so that pruning goes by source.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def _relative(target: Path, start: Path) -> str:
 
 
 def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
-    """Every job of every input; raises one `SpecError` with the problems of all files."""
+    """Every job of every input (none when the inputs exist but hold no job); raises one
+    `SpecError` with the problems of all files."""
     files = list(dict.fromkeys(discover(inputs)))
     problems: list[LocatedProblem] = []
     loaded: list[LoadedJob] = []
@@ -66,11 +68,6 @@ def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
         if not path.exists():
             problems.append(LocatedProblem(Location(display_path(path), 1, 1), (),
                                            "no such file or directory"))
-    if not files and not problems:
-        shown = ", ".join(display_path(path) for path in inputs)
-        problems.append(
-            LocatedProblem(Location(shown, 1, 1), (), "no file with kind: TrainingJob found")
-        )
     for path in files:
         try:
             loaded.extend(load_jobs(path))
@@ -92,13 +89,23 @@ def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
     return loaded
 
 
-def compile_all(settings: BuildSettings) -> list[CompiledJob]:
+@dataclass(frozen=True)
+class Compilation:
+    """The compiled jobs, and for every spec file read (resolved) the jobs it defines."""
+
+    jobs: list[CompiledJob]
+    defined: dict[Path, frozenset[str]]
+
+
+def compile_inputs(settings: BuildSettings) -> Compilation:
     """Compile every job found in the inputs, or raise one `SpecError` with every problem."""
     loaded = load_all(settings.inputs)
     available = available_overlays(settings.overlays)
     problems: list[LocatedProblem] = []
     compiled: list[CompiledJob] = []
+    defined: dict[Path, set[str]] = {}
     for job in loaded:
+        defined.setdefault(job.source.resolve(), set()).add(job.job.metadata.name)
         overlay_problems = _check_overlays(job, available, settings.overlays)
         if overlay_problems:
             problems.extend(job.locate(problem) for problem in overlay_problems)
@@ -112,8 +119,16 @@ def compile_all(settings: BuildSettings) -> list[CompiledJob]:
             problems.extend(error.problems)
     if problems:
         raise SpecError(problems)
-    return sorted(compiled, key=lambda job: job.name)
+    return Compilation(sorted(compiled, key=lambda job: job.name),
+                       {path: frozenset(names) for path, names in defined.items()})
 
 
-def build_plan(settings: BuildSettings) -> Plan:
-    return plan(settings.output, compile_all(settings))
+def compile_all(settings: BuildSettings) -> list[CompiledJob]:
+    """Compile every job found in the inputs, or raise one `SpecError` with every problem."""
+    return compile_inputs(settings).jobs
+
+
+def build_plan(settings: BuildSettings, compilation: Compilation | None = None) -> Plan:
+    """The plan for the output tree as it is now (call under the tree's lock to write it)."""
+    compilation = compilation or compile_inputs(settings)
+    return plan(settings.output, compilation.jobs, compilation.defined)

@@ -1,7 +1,9 @@
 """The `tfcompile` command: a thin shell that parses arguments and reports results.
 
-Exit status: 0 success; 1 a check failed (stale output, invalid manifests) or an internal error;
-2 the input has problems (each printed as `file:line:col: field: message`) or the usage is wrong.
+Exit status: 0 success; 1 a check failed (stale output, invalid manifests), the machine refused
+(disk full, read-only, permission denied: one line with the path and the reason) or an internal
+error; 2 the input has problems (each printed as `file:line:col: field: message`), the output tree
+holds something tfcompile will not overwrite or follow, or the usage is wrong.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfcompile.spec.loading import display_path
 from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text
 
-from .build import BuildSettings, build_plan
+from .build import BuildSettings, build_plan, compile_inputs
 from .immutable_fields import immutable_changes
 from .installation import InstallationError, tfcompile_requirement
 from .local_run import LocalRunOptions, SecretsFileError
 from .local_run.job import LocalJobError, LocalJobSettings, run_job
-from .output_tree import unified_diff, write
+from .output_errors import OutputEnvironmentError, OutputRefused
+from .output_lock import locked
+from .output_tree import Plan, unified_diff, write
 from .rendering.kustomize import RenderingError, render
 from .scaffold import ScaffoldError, write_scaffold
 from .validation.validator import validate
@@ -41,33 +46,54 @@ def _build(arguments: argparse.Namespace) -> int:
         output=Path(arguments.output),
         overlays=Path(arguments.overlays),
     )
-    changes = build_plan(settings)
-    refused = [] if arguments.allow_recreate else immutable_changes(changes)
-    for change in refused:
-        print(f"tfcompile: {change.explain()}", file=sys.stderr)
-    if refused:
-        print("tfcompile: nothing was written", file=sys.stderr)
-        return EXIT_FAILED
-    if arguments.check:
-        difference = unified_diff(changes)
-        if difference:
-            sys.stdout.write(difference)
-            print(
-                f"tfcompile: {settings.output} is stale ({len(changes.changed)} files differ); "
-                "run `tfcompile build` and commit the result",
-                file=sys.stderr,
-            )
+    with locked(settings.output, exclusive=not arguments.check):
+        # Specs are read under the lock too: of two builds at once, the later sees the newer.
+        compilation = compile_inputs(settings)
+        changes = build_plan(settings, compilation)
+        if not compilation.jobs and not changes.prunes:
+            shown = ", ".join(display_path(path) for path in settings.inputs)
+            print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
+                  f"and nothing to prune in {settings.output}", file=sys.stderr)
+            return EXIT_OK
+        refused = [] if arguments.allow_recreate else immutable_changes(changes)
+        for change in refused:
+            print(f"tfcompile: {change.explain()}", file=sys.stderr)
+        if refused:
+            print("tfcompile: nothing was written", file=sys.stderr)
             return EXIT_FAILED
-        print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
-        return EXIT_OK
-    changed = write(changes)
-    jobs = sorted({path.split("/", 1)[0] for path in changes.writes})
+        if arguments.check:
+            return _report_check(settings, changes)
+        changed = write(changes)
+    _report_prunes(changes, "pruned")
     print(
-        f"tfcompile: built {len(jobs)} job(s) into {settings.output} "
+        f"tfcompile: built {len(compilation.jobs)} job(s) into {settings.output} "
         f"({len(changed)} file(s) changed)",
         file=sys.stderr,
     )
     return EXIT_OK
+
+
+def _report_prunes(changes: Plan, verb: str) -> None:
+    for prune in changes.prunes:
+        kept = changes.kept.get(prune.job, [])
+        also = f"; kept what tfcompile did not write: {', '.join(kept)}" if kept else ""
+        print(f"tfcompile: {verb} {changes.output / prune.job} ({prune.reason}){also}",
+              file=sys.stderr)
+
+
+def _report_check(settings: BuildSettings, changes: Plan) -> int:
+    difference = unified_diff(changes)
+    if not difference:
+        print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
+        return EXIT_OK
+    sys.stdout.write(difference)
+    _report_prunes(changes, "would prune")
+    print(
+        f"tfcompile: {settings.output} is stale ({len(changes.changed)} files differ); "
+        "run `tfcompile build` and commit the result",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED
 
 
 def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
@@ -76,7 +102,9 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
         return [Path(path) for path in paths]
     if not output.is_dir():
         return []
-    return sorted(p for p in output.iterdir() if (p / "kustomization.yaml").is_file())
+    # Dot-directories are a killed build's leftovers (removed by the next build), never jobs.
+    return sorted(p for p in output.iterdir()
+                  if not p.name.startswith(".") and (p / "kustomization.yaml").is_file())
 
 
 def _validate(arguments: argparse.Namespace) -> int:
@@ -122,9 +150,10 @@ def _init(arguments: argparse.Namespace) -> int:
         return EXIT_USAGE
     if requirement.note:
         print(f"tfcompile: {requirement.note}", file=sys.stderr)
-    changes = build_plan(BuildSettings(inputs=[directory / "jobs"], output=directory / "output",
-                                       overlays=directory / "overlays"))
-    compiled = write(changes)
+    settings = BuildSettings(inputs=[directory / "jobs"], output=directory / "output",
+                             overlays=directory / "overlays")
+    with locked(settings.output, exclusive=True):
+        compiled = write(build_plan(settings))
     print(f"tfcompile: wrote {len(written)} files and compiled {len(compiled)} into {directory}; "
           "next: put your repository URL into deploy/, commit, and read "
           "jobs/example/job.yaml", file=sys.stderr)
@@ -264,6 +293,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KubernetesVersionError as error:
         print(f"tfcompile: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except OutputRefused as error:
+        for reason in error.reasons:
+            print(f"tfcompile: {reason}", file=sys.stderr)
+        print("tfcompile: nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    except OutputEnvironmentError as error:
+        print(f"tfcompile: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as error:  # the machine, not tfcompile: say what and where, in one line
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"tfcompile: {where}{error.strerror or error}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
     except Exception:

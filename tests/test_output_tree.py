@@ -3,6 +3,7 @@ and `--check` that writes nothing and shows a diff."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, OVERLAYS, Result
+from tfcompile.compiler import directory_swap
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -107,6 +109,9 @@ def test_a_removed_job_loses_its_directory_but_foreign_files_stay(
     shutil.rmtree(repository / "examples" / "tf-spawner")
     result = run_cli("build", "examples")
     assert result.status == 0, result.stderr
+    assert "pruned output/tf-spawner (its source examples/tf-spawner/job.yaml" in result.stderr
+    assert ("pruned output/mnist (its source examples/mnist/job.yaml no longer exists); kept "
+            "what tfcompile did not write: NOTES.md") in result.stderr
     assert not (repository / "output" / "tf-spawner").exists()
     assert sorted(p.name for p in (repository / "output" / "mnist").iterdir()) == ["NOTES.md"]
     assert (repository / "output" / "README.md").read_text() == "hand-written\n"
@@ -167,3 +172,291 @@ def test_a_change_to_an_immutable_statefulset_field_is_stopped_with_the_way_out(
     assert run_cli("build", "examples", "--check").status == 1
     assert run_cli("build", "examples", "--allow-recreate").status == 0
     assert "podManagementPolicy: Parallel" in committed.read_text()
+
+
+# Pruning goes by source: a job directory goes only when the spec it records no longer defines
+# the job; building some jobs never touches the others.
+
+
+def _jobs_repository(tmp_path: Path, names: tuple[str, ...] = ("a", "b", "c")) -> Path:
+    repository = tmp_path / "repository"
+    for name in names:
+        folder = repository / "jobs" / name
+        folder.mkdir(parents=True)
+        (folder / "job.yaml").write_text(MINIMAL_JOB.replace("name: demo", f"name: {name}"))
+    return repository
+
+
+def test_building_one_job_leaves_the_other_jobs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path)
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    before = _tree(repository / "output")
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    result = run_cli("build", "jobs/a")
+    assert result.status == 0, result.stderr
+    assert "pruned" not in result.stderr
+    after = _tree(repository / "output")
+    assert sorted({p.split("/")[0] for p in after}) == ["a", "b", "c"]
+    assert {p: t for p, t in after.items() if not p.startswith("a/")} == {
+        p: t for p, t in before.items() if not p.startswith("a/")}
+    assert after["a/statefulset-a-worker.yaml"] != before["a/statefulset-a-worker.yaml"]
+    assert run_cli("build", "jobs/b", "--check").status == 0
+
+
+def test_a_job_whose_spec_is_gone_is_pruned_by_a_build_of_other_jobs_and_check_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path)
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    shutil.rmtree(repository / "jobs" / "c")
+    before = _tree(repository / "output")
+    check = run_cli("build", "jobs/a", "--check")
+    assert check.status == 1
+    assert "+++ /dev/null" in check.stdout and "a/output/c/kustomization.yaml" in check.stdout
+    assert ("would prune output/c (its source jobs/c/job.yaml no longer exists)"
+            in check.stderr)
+    assert _tree(repository / "output") == before
+    result = run_cli("build", "jobs/a")
+    assert result.status == 0, result.stderr
+    assert "pruned output/c (its source jobs/c/job.yaml no longer exists)" in result.stderr
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b"]
+    assert run_cli("build", "jobs", "--check").status == 0
+
+
+def test_a_renamed_job_prunes_the_old_name_because_its_spec_no_longer_defines_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    job = repository / "jobs" / "b" / "job.yaml"
+    job.write_text(job.read_text().replace("name: b", "name: b2"))
+    assert run_cli("build", "jobs/a", "--check").status == 1
+    result = run_cli("build", "jobs/b")
+    assert result.status == 0, result.stderr
+    assert "pruned output/b (its source jobs/b/job.yaml no longer defines job b)" in result.stderr
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b2"]
+
+
+def test_a_spec_that_cannot_be_read_keeps_its_job_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    (repository / "jobs" / "b" / "job.yaml").write_text("kind: [unclosed\n")
+    before = _tree(repository / "output")
+    result = run_cli("build", "jobs/a")
+    assert result.status == 0, result.stderr
+    assert _tree(repository / "output") == before
+
+
+def test_removing_the_last_job_removes_its_directory_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("only",))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    (repository / "jobs" / "only" / "job.yaml").unlink()
+    check = run_cli("build", "jobs", "--check")
+    assert check.status == 1
+    assert "would prune output/only" in check.stderr
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert "pruned output/only (its source jobs/only/job.yaml no longer exists)" in result.stderr
+    assert list((repository / "output").iterdir()) == []
+    again = run_cli("build", "jobs")
+    assert again.status == 0
+    assert "nothing to build and nothing to prune" in again.stderr
+    assert run_cli("build", "jobs", "--check").status == 0
+
+
+# Ownership: tfcompile never overwrites or deletes a file it did not write, and never follows a
+# symbolic link in the output tree.
+
+
+def test_a_hand_written_job_directory_is_not_overwritten_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    kept = repository / "output" / "b"
+    kept.mkdir(parents=True)
+    (kept / "kustomization.yaml").write_text("resources: [tfjob.yaml]\n")
+    (kept / "tfjob.yaml").write_text("kind: TFJob\n")
+    result = run_cli("build", "jobs")
+    assert result.status == 2
+    assert "output/b: exists and was not written by tfcompile" in result.stderr
+    assert "nothing was written" in result.stderr
+    assert _tree(repository / "output") == {"b/kustomization.yaml": b"resources: [tfjob.yaml]\n",
+                                            "b/tfjob.yaml": b"kind: TFJob\n"}
+    assert run_cli("build", "jobs", "--check").status == 2
+
+
+def test_an_empty_directory_is_filled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    (repository / "output" / "a").mkdir(parents=True)
+    assert run_cli("build", "jobs").status == 0
+    assert (repository / "output" / "a" / "kustomization.yaml").is_file()
+
+
+def test_a_file_tfcompile_would_write_but_did_not_is_named_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text() + "  networkPolicy: false\n")
+    assert run_cli("build", "jobs").status == 0
+    # A file with the name the next build will write, which tfcompile did not write.
+    mine = repository / "output" / "a" / "networkpolicy-a-tensorflow.yaml"
+    mine.write_text("kind: NetworkPolicy # mine\n")
+    job.write_text(job.read_text().replace("  networkPolicy: false\n", ""))
+    before = _tree(repository / "output")
+    result = run_cli("build", "jobs")
+    assert result.status == 2
+    assert ("output/a: holds networkpolicy-a-tensorflow.yaml, which tfcompile would write but "
+            "did not write (not listed in its kustomization.yaml)") in result.stderr
+    assert _tree(repository / "output") == before
+
+
+def test_symbolic_links_in_the_output_tree_are_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.yaml").write_text("precious\n")
+    # A tfcompile file replaced by a link to a file outside the tree: neither written nor deleted.
+    listed = repository / "output" / "a" / "service-a-worker.yaml"
+    listed.unlink()
+    listed.symlink_to(outside / "precious.yaml")
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    result = run_cli("build", "jobs")
+    assert result.status == 2
+    assert ("output/a: service-a-worker.yaml: symbolic link where tfcompile writes; it never "
+            "follows links in the output tree") in result.stderr
+    assert (outside / "precious.yaml").read_text() == "precious\n"
+    # A job directory that is a link to a directory outside.
+    shutil.rmtree(repository / "output" / "b")
+    (repository / "output" / "b").symlink_to(outside, target_is_directory=True)
+    result = run_cli("build", "jobs/b")
+    assert result.status == 2
+    assert "output/b: is a symbolic link; tfcompile never follows links" in result.stderr
+    assert sorted(p.name for p in outside.iterdir()) == ["precious.yaml"]
+    # A job to prune whose listed file is a link: refused, nothing deleted on either side.
+    (repository / "output" / "b").unlink()
+    listed.unlink()
+    assert run_cli("build", "jobs").status == 0
+    (repository / "output" / "b" / "service-b-worker.yaml").unlink()
+    (repository / "output" / "b" / "service-b-worker.yaml").symlink_to(outside / "precious.yaml")
+    shutil.rmtree(repository / "jobs" / "b")
+    result = run_cli("build", "jobs")
+    assert result.status == 2
+    assert "symbolic link where tfcompile would delete" in result.stderr
+    assert (repository / "output" / "b" / "kustomization.yaml").is_file()
+    assert (outside / "precious.yaml").read_text() == "precious\n"
+    # The output directory itself a link.
+    (tmp_path / "elsewhere").mkdir()
+    (repository / "linked").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    result = run_cli("build", "jobs/a", "-o", "linked")
+    assert result.status == 2
+    assert "linked: the output directory is a symbolic link" in result.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_an_output_path_that_is_a_file_or_inside_git_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    (repository / "notes.txt").write_text("mine\n")
+    result = run_cli("build", "jobs", "-o", "notes.txt")
+    assert result.status == 2
+    assert "notes.txt: the output path is a file, not a directory" in result.stderr
+    assert (repository / "notes.txt").read_text() == "mine\n"
+    (repository / ".git").mkdir()
+    result = run_cli("build", "jobs", "-o", ".git/output")
+    assert result.status == 2
+    assert ".git/output: the output directory is inside .git" in result.stderr
+    assert list((repository / ".git").iterdir()) == []
+
+
+def test_two_specs_naming_one_job_do_not_take_over_each_others_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    copy = repository / "more" / "job.yaml"
+    copy.parent.mkdir()
+    shutil.copy(repository / "jobs" / "a" / "job.yaml", copy)
+    before = _tree(repository / "output")
+    result = run_cli("build", "more")
+    assert result.status == 2
+    assert ("output/a: was compiled from jobs/a/job.yaml, which still defines job a"
+            in result.stderr)
+    assert _tree(repository / "output") == before
+    (repository / "jobs" / "a" / "job.yaml").unlink()  # the job moved: its new spec takes over
+    assert run_cli("build", "more").status == 0
+    assert "../../more/job.yaml" in (repository / "output" / "a" / "kustomization.yaml").read_text()
+
+
+def test_what_tfcompile_keeps_in_a_job_directory_survives_a_rebuild_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    directory = repository / "output" / "a"
+    (directory / "NOTES.md").write_text("mine\n")
+    (directory / "extra").mkdir()
+    (directory / "extra" / "patch.yaml").write_text("kind: Patch\n")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside\n")
+    (directory / "link").symlink_to(outside)
+    notes = (directory / "NOTES.md").stat().st_ino
+    directory.chmod(0o750)
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert "replicas: 3" in (directory / "statefulset-a-worker.yaml").read_text()
+    assert (directory / "NOTES.md").stat().st_ino == notes  # the same file, not a copy
+    assert directory.stat().st_mode & 0o777 == 0o750
+    assert (directory / "extra" / "patch.yaml").read_text() == "kind: Patch\n"
+    assert os.readlink(directory / "link") == str(outside)
+    assert outside.read_text() == "outside\n"
+    assert [p.name for p in (repository / "output").iterdir()] == ["a"]
+
+
+def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Systems without renameat2 (or file systems without RENAME_EXCHANGE) take this path."""
+    monkeypatch.setattr(directory_swap, "_FUNCTION", None)
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    (repository / "output" / "a" / "NOTES.md").write_text("mine\n")
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3")
+                   + "  networkPolicy: false\n")
+    shutil.rmtree(repository / "jobs" / "b")
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
+    assert sorted(p.name for p in (repository / "output" / "a").iterdir()) == [
+        "NOTES.md", "kustomization.yaml", "service-a-worker.yaml", "statefulset-a-worker.yaml"]
+    assert run_cli("build", "jobs", "--check").status == 0

@@ -65,11 +65,20 @@ def test_unknown_command_is_a_usage_error(run_cli: Callable[..., Result]) -> Non
     assert status == 2
 
 
-def test_no_job_found_is_reported(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+def test_no_job_found_is_said_and_is_not_an_error_when_nothing_is_to_prune(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """A repository whose last job was removed (and pruned) still passes CI; a mistyped input
+    is still an error (no such file or directory)."""
     (tmp_path / "empty").mkdir()
     result = run_cli("build", str(tmp_path / "empty"), "-o", str(tmp_path / "out"))
-    assert result.status == 2
+    assert result.status == 0
     assert "no file with kind: TrainingJob found" in result.stderr
+    assert "nothing to build and nothing to prune" in result.stderr
+    assert not (tmp_path / "out").exists()
+    result = run_cli("build", str(tmp_path / "mistyped"), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    assert "no such file or directory" in result.stderr
 
 
 def test_validate_command_fails_on_a_hostile_overlay_and_names_the_object(

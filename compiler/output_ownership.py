@@ -1,0 +1,154 @@
+"""What in the output tree is tfcompile's, and whether the spec a job came from still holds it.
+
+A job directory is tfcompile's when its kustomization.yaml starts with the generated mark; its
+files are that kustomization and the resources it lists. The mark names the spec the job was
+compiled from, relative to the job directory: a directory is pruned only when that spec is gone
+or no longer defines the job, so building some jobs never touches the others. Nothing here
+follows a symbolic link: entries are looked at with lstat and files opened with O_NOFOLLOW.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from .compile import GENERATED_MARK, KUSTOMIZATION_FILE
+from .output_errors import OutputEnvironmentError, shown
+
+MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
+"""A recorded source larger than this is not read; the job directory is then kept."""
+
+_SOURCE = re.compile(rf"^# {re.escape(GENERATED_MARK)} from (?P<source>.+); edit that file")
+_MISSING = {errno.ENOENT, errno.ENOTDIR}
+
+
+def entries(directory: Path) -> dict[str, os.stat_result]:
+    """The entries of a directory, by name, as lstat sees them (links are not followed)."""
+    try:
+        with os.scandir(directory) as listing:
+            return {entry.name: entry.stat(follow_symlinks=False) for entry in listing}
+    except OSError as error:
+        raise OutputEnvironmentError("read", directory, error) from None
+
+
+def read_regular(path: Path) -> str | None:
+    """A regular file's text; None when it is missing, a link, not a file or not UTF-8."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno in (*_MISSING, errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            return None
+        raise OutputEnvironmentError("read", path, error) from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            data = handle.read()
+    except OSError as error:
+        raise OutputEnvironmentError("read", path, error) from None
+    finally:
+        os.close(descriptor)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True)
+class JobDirectory:
+    """A directory tfcompile generated: its files and the spec it was compiled from."""
+
+    path: Path
+    files: list[str]
+    source: str | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def generated_directory(directory: Path) -> JobDirectory | None:
+    """The directory as tfcompile's, or None when it did not generate it."""
+    text = read_regular(directory / KUSTOMIZATION_FILE)
+    if text is None:
+        return None
+    first = text.split("\n", 1)[0]
+    if GENERATED_MARK not in first:
+        return None
+    match = _SOURCE.match(first)
+    files = [KUSTOMIZATION_FILE]
+    try:
+        document = YAML(typ="safe").load(text)
+    except Exception:  # a damaged kustomization: only the file itself is known to be ours
+        document = None
+    resources = document.get("resources", []) if isinstance(document, dict) else []
+    for resource in resources if isinstance(resources, list) else []:
+        if (isinstance(resource, str) and resource and "/" not in resource
+                and "\\" not in resource and not resource.startswith(".")
+                and resource not in files):
+            files.append(resource)
+    return JobDirectory(directory, files, match.group("source") if match else None)
+
+
+def owned_files(job_directory: Path) -> list[str] | None:
+    """tfcompile's files in a directory it generated (None when it did not generate it)."""
+    generated = generated_directory(job_directory)
+    return generated.files if generated is not None else None
+
+
+def source_path(directory: JobDirectory) -> Path | None:
+    """The recorded spec, as a path from the working directory."""
+    if directory.source is None:
+        return None
+    return Path(os.path.join(directory.path, directory.source))
+
+
+def jobs_defined_in(path: Path) -> frozenset[str] | None:
+    """Names of the TrainingJobs a file defines; None when that cannot be told (unreadable,
+    not YAML, too large): the caller then keeps what depends on it."""
+    try:
+        if os.stat(path).st_size > MAXIMUM_SPEC_BYTES:
+            return None
+        text = path.read_text(encoding="utf-8")
+        documents: list[Any] = list(YAML(typ="safe").load_all(text))
+    except Exception:
+        return None
+    names = set()
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") == "TrainingJob":
+            metadata = document.get("metadata")
+            if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+                names.add(metadata["name"])
+    return frozenset(names)
+
+
+def still_defines(directory: JobDirectory,
+                  defined: Mapping[Path, frozenset[str]]) -> tuple[bool | None, str]:
+    """Whether the recorded spec still defines the job: True, False (with the reason it is
+    gone) or None (cannot tell: no source recorded, unreadable), with the spec as shown."""
+    source = source_path(directory)
+    if source is None:
+        return None, ""
+    display = shown(os.path.normpath(source))
+    try:
+        os.stat(source)
+    except OSError as error:
+        if error.errno in _MISSING:
+            return False, f"its source {display} no longer exists"
+        return None, display
+    names = defined.get(source.resolve())
+    if names is None:
+        names = jobs_defined_in(source)
+    if names is None:
+        return None, display
+    if directory.name in names:
+        return True, display
+    return False, f"its source {display} no longer defines job {directory.name}"
