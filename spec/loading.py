@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,11 @@ def _read_documents(path: Path, shown: str) -> list[Any]:
         problems = check_tokens(text, shown)
         if problems:
             raise SpecError(problems)
-        return [document for document in parser.load_all(text) if document is not None]
+        with warnings.catch_warnings():
+            # ruamel warns about a reused anchor (which YAML allows) by printing the lines
+            # that hold it: input must not reach the terminal.
+            warnings.simplefilter("ignore")
+            return [document for document in parser.load_all(text) if document is not None]
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)

@@ -6,6 +6,8 @@ server refuses (lone surrogates, control characters)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Callable
@@ -206,3 +208,18 @@ def test_a_job_file_that_is_not_utf8_is_refused(
     assert result.status == 2
     position = len(MINIMAL_JOB.encode()) + 3
     assert f"not UTF-8 text (byte {position}: invalid start byte)" in result.stderr
+
+
+def test_a_reused_anchor_builds_without_printing_the_input(
+    write_job: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Through the real command: the YAML library's warning would print the lines."""
+    text = with_spec("").replace(f"{{note: {MARKER}}}",
+                                 f"{{a: &{MARKER} x, b: &{MARKER} y, c: *{MARKER}}}")
+    completed = subprocess.run(
+        [str(Path(sys.executable).with_name("tfcompile")), "build", str(write_job(text)),
+         "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert MARKER not in completed.stdout + completed.stderr
