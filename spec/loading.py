@@ -32,6 +32,7 @@ from .problems import (
     Problem,
     SpecError,
     UnreadableInput,
+    display_path,
     hide_keys,
 )
 from .rules import check_rules
@@ -59,14 +60,6 @@ class LoadedJob:
 
     def fail(self, problems: Iterable[Problem]) -> SpecError:
         return SpecError([self.locate(problem) for problem in problems])
-
-
-def display_path(path: Path) -> str:
-    """A path as the user should read it: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def _read_text(path: Path, shown: str) -> str:

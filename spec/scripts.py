@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .problems import Problem, UnreadableInput
+from .problems import Problem, UnreadableInput, display_path
 
 MAXIMUM_SCRIPT_BYTES = 900 * 1024
 """A ConfigMap holds at most 1 MiB; leave room for the launcher and metadata."""
@@ -94,7 +94,7 @@ def _relative_inside(real: Path, root: Path) -> Path | None:
 
 def _read_regular_file(real: Path, given: Path, name: str) -> tuple[Script | None,
                                                                     list[Problem]]:
-    shown = os.path.relpath(given) if not given.is_absolute() else str(given)
+    shown = display_path(given)
     try:
         before = os.lstat(real)
     except FileNotFoundError:

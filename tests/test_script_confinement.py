@@ -246,20 +246,23 @@ def _load_as_another_user(job: Path) -> str:
     return outcome
 
 
-def test_an_unreadable_script_is_an_environment_error_naming_the_file() -> None:
+@pytest.mark.parametrize(("unreadable", "what"), [("train.py", "the script"),
+                                                  ("job.yaml", "the job file")])
+def test_an_unreadable_input_is_an_environment_error_naming_the_file(
+    unreadable: str, what: str
+) -> None:
     """Not a spec problem (exit 2) but an OSError the command reports as one line, exit 1."""
     folder = Path(tempfile.mkdtemp(prefix="tfcompile-unreadable-"))
     try:
         folder.chmod(0o755)
         (folder / "job.yaml").write_text(JOB.format(script="train.py"), encoding="utf-8")
-        (folder / "job.yaml").chmod(0o644)
         (folder / "train.py").write_text("print(1)\n", encoding="utf-8")
-        (folder / "train.py").chmod(0o000)
+        for path in folder.iterdir():
+            path.chmod(0o000 if path.name == unreadable else 0o644)
         outcome = _load_as_another_user(folder / "job.yaml")
     finally:
         for path in sorted(folder.iterdir()):
             path.unlink()
         folder.rmdir()
-    assert outcome == (
-        f"UnreadableInput True cannot read the script: {folder}/train.py: Permission denied"
-    )
+    shown = os.path.relpath(folder / unreadable)
+    assert outcome == f"UnreadableInput True cannot read {what}: {shown}: Permission denied"
