@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfcompile.spec.loading import display_path
-from tfcompile.spec.problems import SpecError
+from tfcompile.spec.problems import SpecError, UnreadableInput
 from tfcompile.spec.schema import schema_text
 
 from .build import BuildSettings, build_plan, compile_inputs
@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"tfcompile: {reason}", file=sys.stderr)
         print("tfcompile: nothing was written", file=sys.stderr)
         return EXIT_USAGE
-    except OutputEnvironmentError as error:
+    except (OutputEnvironmentError, UnreadableInput) as error:
         print(f"tfcompile: {error}", file=sys.stderr)
         return EXIT_FAILED
     except OSError as error:  # the machine, not tfcompile: say what and where, in one line

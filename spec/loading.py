@@ -1,13 +1,19 @@
 """Load `job.yaml` files into `TrainingJob` models, keeping where every value came from.
 
 ruamel.yaml is used (not PyYAML) because its round-trip nodes carry line and column numbers; the
-document is copied into plain data with a map from field path to position, so that pydantic's
-errors and the rules' problems can all be reported as `file:line:col: field: message`.
+document is copied into plain data with a map from field path to position (`plain_data.py`), so
+that pydantic's errors and the rules' problems can all be reported as `file:line:col: field:
+message`. Every input is treated as hostile: the file is size-checked before it is read, its
+YAML tokens are checked before a document is built (`yaml_limits.py`), literal credentials are
+looked for in every value (`secrets.py`), and the script is confined to the job's repository
+(`scripts.py`).
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,67 +21,28 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .messages import describe_validation_error
 from .models import KIND, TrainingJob
-from .problems import FieldPath, LocatedProblem, Location, Problem, SpecError
+from .plain_data import MAXIMUM_VALUES, Locations, PlainCopier, TooManyValues, node_position
+from .problems import (
+    LocatedProblem,
+    Location,
+    Problem,
+    SpecError,
+    UnreadableInput,
+    display_path,
+    hide_keys,
+)
 from .rules import check_rules
+from .scripts import Script, read_script
+from .secrets import find_literal_secrets
+from .yaml_limits import MAXIMUM_FILE_BYTES, check_tokens, describe_yaml_error
 
-MAXIMUM_VALUES = 100_000
-"""More values than this after expanding aliases is refused (a 'billion laughs' file)."""
-
-MAXIMUM_SCRIPT_BYTES = 900 * 1024
-"""A ConfigMap holds at most 1 MiB; leave room for the launcher and metadata."""
+__all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
 
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
-@dataclass(frozen=True)
-class Script:
-    """The training script shipped in a ConfigMap."""
-
-    file_name: str
-    text: str
-
-
-class Locations:
-    """Positions of the values (and keys) of one YAML document, by field path."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self._values: dict[FieldPath, tuple[int, int]] = {}
-        self._keys: dict[FieldPath, tuple[int, int]] = {}
-        self._collections: set[FieldPath] = set()
-
-    def record(
-        self,
-        path: FieldPath,
-        value: tuple[int, int],
-        key: tuple[int, int] | None,
-        collection: bool = False,
-    ) -> None:
-        self._values.setdefault(path, value)
-        if key is not None:
-            self._keys.setdefault(path, key)
-        if collection:
-            self._collections.add(path)
-
-    def locate(self, path: FieldPath, *, key: bool = False) -> Location:
-        """The position of `path`, or of its nearest parent that the file has. A mapping or
-        list is located at its key (`roles:`), a scalar at its value."""
-        for end in range(len(path), -1, -1):
-            prefix = path[:end]
-            on_key = key if end == len(path) else True
-            table = self._keys if on_key or prefix in self._collections else self._values
-            if prefix in table:
-                line, column = table[prefix]
-                return Location(self.file, line + 1, column + 1)
-            if prefix in self._values:
-                line, column = self._values[prefix]
-                return Location(self.file, line + 1, column + 1)
-        return Location(self.file, 1, 1)
 
 
 @dataclass(frozen=True)
@@ -95,121 +62,58 @@ class LoadedJob:
         return SpecError([self.locate(problem) for problem in problems])
 
 
-class _TooManyValues(Exception):
-    pass
+def _read_text(path: Path, shown: str) -> str:
+    """The text of a job file: a regular file of at most `MAXIMUM_FILE_BYTES`, checked before
+    and after opening, read with a bounded read."""
 
+    def refuse(message: str) -> NoReturn:
+        raise SpecError([LocatedProblem(Location(shown, 1, 1), (), message)])
 
-class _PlainCopier:
-    """Copies ruamel round-trip data into plain dicts and lists, recording positions."""
-
-    def __init__(self, locations: Locations) -> None:
-        self.locations = locations
-        self.count = 0
-        self.active: set[int] = set()
-
-    def copy(self, node: Any, path: FieldPath, position: tuple[int, int]) -> Any:
-        self.count += 1
-        if self.count > MAXIMUM_VALUES:
-            raise _TooManyValues
-        if isinstance(node, CommentedMap | CommentedSeq):
-            if id(node) in self.active:
-                raise _TooManyValues
-            self.active.add(id(node))
-            try:
-                return self._copy_collection(node, path)
-            finally:
-                self.active.discard(id(node))
-        return node
-
-    def _copy_collection(self, node: CommentedMap | CommentedSeq, path: FieldPath) -> Any:
-        if isinstance(node, CommentedSeq):
-            items = []
-            for index, item in enumerate(node):
-                position = _item_position(node, index)
-                self.locations.record((*path, index), position, None,
-                                      isinstance(item, CommentedMap | CommentedSeq))
-                items.append(self.copy(item, (*path, index), position))
-            return items
-        mapping: dict[Any, Any] = {}
-        for key, value in node.items():
-            key_position = _key_position(node, key)
-            value_position = _value_position(node, key, key_position)
-            child = (*path, str(key))
-            self.locations.record(child, value_position, key_position,
-                                  isinstance(value, CommentedMap | CommentedSeq))
-            mapping[str(key) if isinstance(key, str) else key] = self.copy(
-                value, child, value_position
-            )
-        return mapping
-
-
-def _node_position(node: Any) -> tuple[int, int]:
     try:
-        return int(node.lc.line), int(node.lc.col)
-    except (AttributeError, TypeError):
-        return 0, 0
-
-
-def _key_position(node: CommentedMap, key: Any) -> tuple[int, int]:
+        before = os.stat(path)
+        if not stat.S_ISREG(before.st_mode):
+            refuse("not a regular file (a folder, device, FIFO or socket); give a job file")
+        if before.st_size > MAXIMUM_FILE_BYTES:
+            refuse(f"the file is {before.st_size} bytes; a job file may have at most "
+                   f"{MAXIMUM_FILE_BYTES}")
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                refuse("not a regular file (a folder, device, FIFO or socket); give a job file")
+            content = handle.read(MAXIMUM_FILE_BYTES + 1)
+    except OSError as error:
+        raise UnreadableInput("cannot read the job file", shown, error) from None
+    if len(content) > MAXIMUM_FILE_BYTES:
+        refuse(f"the file has more than {MAXIMUM_FILE_BYTES} bytes; a job file may have at "
+               f"most {MAXIMUM_FILE_BYTES}")
     try:
-        line, column = node.lc.key(key)
-        return int(line), int(column)
-    except (KeyError, TypeError, AttributeError):
-        return _node_position(node)
-
-
-def _value_position(node: CommentedMap, key: Any, fallback: tuple[int, int]) -> tuple[int, int]:
-    try:
-        line, column = node.lc.value(key)
-        return int(line), int(column)
-    except (KeyError, TypeError, AttributeError):
-        return fallback
-
-
-def _item_position(node: CommentedSeq, index: int) -> tuple[int, int]:
-    try:
-        line, column = node.lc.item(index)
-        return int(line), int(column)
-    except (KeyError, TypeError, AttributeError, IndexError):
-        return _node_position(node)
-
-
-def display_path(path: Path) -> str:
-    """A path as the user should read it: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+        return content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        refuse(f"not UTF-8 text (byte {error.start + 1}: {error.reason})")
 
 
 def _read_documents(path: Path, shown: str) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise SpecError(
-            [LocatedProblem(Location(shown, 1, 1), (), f"not UTF-8 text ({error.reason})")]
-        ) from None
-    except OSError as error:
-        raise SpecError(
-            [LocatedProblem(Location(shown, 1, 1), (), f"cannot read: {error.strerror}")]
-        ) from None
+    text = _read_text(path, shown)
     parser = YAML(typ="rt")
     try:
-        return [document for document in parser.load_all(text) if document is not None]
+        problems = check_tokens(text, shown)
+        if problems:
+            raise SpecError(problems)
+        with warnings.catch_warnings():
+            # ruamel warns about a reused anchor (which YAML allows) by printing the lines
+            # that hold it: input must not reach the terminal.
+            warnings.simplefilter("ignore")
+            return [document for document in parser.load_all(text) if document is not None]
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-        reason = " ".join(str(part) for part in (error.context, error.problem) if part)
-        _raise_yaml(shown, line, column, reason or "invalid YAML")
-    except YAMLError as error:
-        _raise_yaml(shown, 1, 1, f"invalid YAML: {error}")
+        _raise_yaml(shown, line, column, describe_yaml_error(error))
+    except YAMLError:
+        _raise_yaml(shown, 1, 1, "not valid YAML")
 
 
 def _raise_yaml(shown: str, line: int, column: int, reason: str) -> NoReturn:
-    first_line = reason.strip().splitlines()[0] if reason.strip() else "invalid YAML"
-    raise SpecError(
-        [LocatedProblem(Location(shown, line, column), (), f"invalid YAML: {first_line}")]
-    )
+    raise SpecError([LocatedProblem(Location(shown, line, column), (), f"invalid YAML: {reason}")])
 
 
 def load_jobs(path: Path) -> list[LoadedJob]:
@@ -232,11 +136,11 @@ def load_jobs(path: Path) -> list[LoadedJob]:
 
 def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
     locations = Locations(shown)
-    locations.record((), _node_position(document), None)
-    copier = _PlainCopier(locations)
+    locations.record((), node_position(document), None)
+    copier = PlainCopier(locations)
     try:
-        data = copier.copy(document, (), _node_position(document))
-    except (_TooManyValues, RecursionError):
+        data = copier.copy(document, ())
+    except TooManyValues:
         raise SpecError(
             [
                 LocatedProblem(
@@ -247,6 +151,19 @@ def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
                 )
             ]
         ) from None
+
+    problems = [*copier.problems, *find_literal_secrets(data)]
+    hidden = {problem.path for problem in problems if problem.hidden_key}
+
+    def fail(problems: Iterable[Problem]) -> SpecError:
+        return SpecError([
+            LocatedProblem(locations.locate(problem.path, key=problem.key),
+                           hide_keys(problem.path, hidden), problem.message)
+            for problem in problems
+        ])
+
+    if copier.problems:
+        raise fail(problems)
     if not isinstance(data, dict):
         raise SpecError(
             [LocatedProblem(locations.locate(()), (), f"expected a mapping with kind: {KIND}")]
@@ -254,49 +171,31 @@ def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
     try:
         job = TrainingJob.model_validate(data)
     except ValidationError as error:
-        raise SpecError(
-            [
-                LocatedProblem(locations.locate(path_, key=on_key), path_, message)
-                for path_, message, on_key in describe_validation_error(error, data)
-            ]
-        ) from None
-    problems = list(check_rules(job))
-    script, script_problems = _read_script(job, path)
-    problems.extend(script_problems)
-    loaded = LoadedJob(job=job, source=path, script=script, locations=locations)
+        located = fail(problems).problems
+        located.extend(
+            LocatedProblem(locations.locate(path_, key=on_key), hide_keys(path_, hidden),
+                           message)
+            for path_, message, on_key in describe_validation_error(error, data)
+        )
+        raise SpecError(located) from None
+    problems.extend(check_rules(job))
+    script: Script | None = None
+    if job.spec.script is not None:
+        script, script_problems = read_script(job.spec.script, path, shown)
+        problems.extend(script_problems)
     if problems:
-        raise loaded.fail(problems)
-    return loaded
-
-
-def _read_script(job: TrainingJob, source: Path) -> tuple[Script | None, list[Problem]]:
-    if job.spec.script is None:
-        return None, []
-    where = ("spec", "script")
-    script_path = source.parent / job.spec.script
-    if not script_path.is_file():
-        return None, [
-            Problem(where, f"no file {job.spec.script!r} next to {source.name} (the path is "
-                    "relative to the job file's directory)")
-        ]
-    content = script_path.read_bytes()
-    if len(content) > MAXIMUM_SCRIPT_BYTES:
-        return None, [
-            Problem(where, f"the script is {len(content)} bytes; a ConfigMap holds at most "
-                    f"{MAXIMUM_SCRIPT_BYTES} here: ship it in the image instead")
-        ]
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, [Problem(where, "the script is not UTF-8 text")]
-    return Script(file_name=script_path.name, text=text), []
+        raise fail(problems)
+    return LoadedJob(job=job, source=path, script=script, locations=locations)
 
 
 def is_job_file(path: Path) -> bool:
     """Whether a YAML file holds a TrainingJob (a cheap look, without parsing)."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            head = handle.read(65536)
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            head = handle.read(65536).decode("utf-8", errors="replace")
     except OSError:
         return False
     return any(

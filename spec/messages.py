@@ -146,8 +146,8 @@ def _message(error: Any, path: FieldPath) -> str:
     if kind == "string_too_short":
         return "must not be empty"
     if kind == "value_error":
-        return str(context.get("error", error["msg"]))
-    return TYPE_MESSAGES.get(kind, str(error["msg"]))
+        return str(context.get("error", "is not allowed here"))
+    return TYPE_MESSAGES.get(kind, "has a type or form that is not allowed here")
 
 
 def describe_validation_error(

@@ -70,6 +70,7 @@ OverlayName = Annotated[
     str, StringConstraints(strict=True, pattern=OVERLAY_NAME_PATTERN, max_length=63)
 ]
 Text = Annotated[str, StringConstraints(strict=True)]
+NotSecretName = Annotated[str, StringConstraints(strict=True, min_length=1, max_length=253)]
 NonEmptyText = Annotated[str, StringConstraints(strict=True, min_length=1)]
 
 
@@ -190,7 +191,9 @@ class EnvironmentSource(SpecModel):
         return self
 
 
-QuantityValue = Annotated[Quantity | StrictInt, Field(union_mode="left_to_right")]
+QuantityValue = Annotated[
+    Quantity | Annotated[StrictInt, Field(ge=0)], Field(union_mode="left_to_right")
+]
 
 
 class Resources(SpecModel):
@@ -284,6 +287,15 @@ class JobSpec(SpecModel):
         description="Emit a NetworkPolicy admitting the TensorFlow port only from this job's pods.",
     )
     suspend: StrictBool = False
+    not_secret: list[NotSecretName] = Field(
+        default_factory=list,
+        description=(
+            "Names that only look secret (an env variable, label or annotation key, or option "
+            "such as a tokenizer's PAD_TOKEN) whose literal values are allowed. Names match by "
+            "their words (DB_TOKEN = db-token = dbToken). Values shaped like credentials are "
+            "refused all the same."
+        ),
+    )
 
     def resolved_strategy(self) -> Strategy:
         """The strategy given, or the one inferred: ParameterServer when the job has ps."""

@@ -8,7 +8,6 @@ user sees every problem at once.
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterator
 
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
@@ -31,11 +30,6 @@ RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
 RESERVED_MOUNT_PATH = "/opt/tfcompile"
 
 GPU_RESOURCE = "nvidia.com/gpu"
-
-SECRET_LOOKING_NAME = re.compile(
-    r"(PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE
-)
-
 
 def check_rules(job: TrainingJob) -> Iterator[Problem]:
     """Every cross-field problem of a job spec that the models accepted."""
@@ -124,19 +118,13 @@ def _check_command(spec: JobSpec) -> Iterator[Problem]:
 def _check_environment(
     path: tuple[str, ...], environment: dict[str, EnvironmentValue]
 ) -> Iterator[Problem]:
-    for name, value in environment.items():
+    for name in environment:
         if name in RESERVED_ENVIRONMENT:
             yield Problem(
                 (*path, name),
-                f"{name} is set by tfcompile from the job's roles; remove it "
+                "this variable is set by tfcompile from the job's roles; remove it "
                 f"(tfcompile sets: {', '.join(RESERVED_ENVIRONMENT)})",
                 key=True,
-            )
-        elif value.value and SECRET_LOOKING_NAME.search(name):
-            yield Problem(
-                (*path, name),
-                "looks like a secret written into the spec; secret values never belong in git: "
-                "use {secretKeyRef: {name: <existing Secret>, key: <key>}}",
             )
 
 
@@ -190,14 +178,15 @@ def _check_tensorboard(spec: JobSpec) -> Iterator[Problem]:
     elif not _inside(spec.tensorboard.log_dir, shared.mount_path):
         yield Problem(
             where,
-            f"must be inside storage.shared.mountPath ({shared.mount_path}), where the "
-            "training writes and TensorBoard can read",
+            "must be inside storage.shared.mountPath, where the training writes and "
+            "TensorBoard can read",
         )
 
 
 def _check_overlays(spec: JobSpec) -> Iterator[Problem]:
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for index, name in enumerate(spec.overlays):
         if name in seen:
-            yield Problem(("spec", "overlays", index), f"overlay {name!r} is named twice")
-        seen.add(name)
+            yield Problem(("spec", "overlays", index),
+                          f"this overlay is named twice (also at overlays[{seen[name]}])")
+        seen.setdefault(name, index)

@@ -146,3 +146,22 @@ def test_an_output_path_through_a_file_is_refused_in_one_line(tmp_path: Path) ->
         "choose another with -o")
     assert "Traceback" not in result.stderr
     assert (repository / "notes.txt").read_text() == "mine\n"
+
+
+@AS_ROOT_ON_LINUX
+def test_an_unreadable_job_file_is_one_line_naming_it() -> None:
+    # The job file is root's and private; the build runs as nobody, who may enter the folder.
+    root = Path(tempfile.mkdtemp(prefix="tfcompile-unreadable-"))
+    try:
+        root.chmod(0o777)
+        repository = _repository(root / "repository")
+        for path in [repository, *repository.rglob("*")]:
+            path.chmod(0o777 if path.is_dir() else 0o644)
+        (repository / "jobs" / "b" / "job.yaml").chmod(0o600)
+        result = _tfcompile(repository, "build", "jobs/b/job.yaml", user=65534)
+        assert result.returncode == 1
+        assert _one_line(result.stderr) == (
+            "tfcompile: cannot read the job file: jobs/b/job.yaml: Permission denied")
+        assert not (repository / "output").exists()
+    finally:
+        shutil.rmtree(root)

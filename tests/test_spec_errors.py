@@ -92,7 +92,7 @@ MISTAKES = [
             job("envFrom:\n- {secretRef: {name: a}, configMapRef: {name: b}}\n"),
             "{secretRef", "spec.envFrom[0]", "exactly one of secretRef or configMapRef"),
     Mistake("script file missing", job("script: missing.py\n"), "missing.py", "spec.script",
-            "no file 'missing.py' next to job.yaml"),
+            "no such file (the path is relative to the job file's folder)"),
     Mistake("no command and no script",
             job().replace("  command: [python, /app/train.py]\n", ""),
             "worker:", "spec.roles.worker", "no command"),
@@ -107,7 +107,7 @@ MISTAKES = [
     Mistake("TensorBoard logDir outside the shared volume", job(
         "storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
         "tensorboard: {logDir: /var/logs}\n"), "/var/logs", "spec.tensorboard.logDir",
-        "must be inside storage.shared.mountPath (/mnt/shared)"),
+        "must be inside storage.shared.mountPath"),
     Mistake("overlay that overlays/ lacks", job("overlays: [gpu, nvidia]\n"), "nvidia",
             "spec.overlays[1]", "overlays available there: azure, gpu"),
     Mistake("job name too long for a StatefulSet",
@@ -143,7 +143,7 @@ MISTAKES = [
                                               "  command: [python, /app/train.py"),
             ":\n    worker:", "(document)", "invalid YAML"),
     Mistake("duplicate key", job("image: other\n"), "image: other", "(document)",
-            "invalid YAML"),
+            "invalid YAML: a key appears twice in one mapping"),
     Mistake("document that is a list", "- apiVersion: tfcompile.dev/v1alpha1\n", "- apiVersion",
             "(document)", "expected a mapping with kind: TrainingJob"),
 ]
@@ -265,3 +265,187 @@ def test_missing_input_path_is_a_clear_error(
     assert result.status == 2
     assert "no such file or directory" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# Literal credentials: each detector, in each place it may hide; the message names the place and
+# never the value. The values are assembled here so that no scanner mistakes this file for a leak.
+AWS_KEY_ID = "AKIA" + "IOSFODNN7" + "EXAMPLE"
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8"
+GITHUB_FINE_GRAINED = "github_pat_" + "11ABCDEFG0" * 3
+GITLAB_TOKEN = "glpat-" + "x1Y2z3W4v5" * 2
+SLACK_TOKEN = "xoxb-" + "123456789012-" + "abcdefghijKLMN"
+GOOGLE_KEY = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
+HUGGING_FACE = "hf_" + "AbCdEfGhIj" * 3 + "KlMn"
+OPENAI_STYLE = "sk-proj-" + "Ab1Cd2Ef3G" * 4
+PRIVATE_KEY = "-----BEGIN " + "OPENSSH PRIVATE KEY-----"
+JWT = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jVmNHl0w5N"
+AZURE = "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + "Zm9vYmFy" * 4 + "=="
+PASSWORD = "pa55-w0rd-" + "Zebra"
+DATABASE_URL = "postgres://trainer:" + PASSWORD + "@db.internal:5432/runs"
+
+
+@dataclass(frozen=True)
+class Secret:
+    name: str
+    text: str
+    at: str  # where the problem points (first occurrence)
+    field: str
+    says: str
+    value: str  # must never be printed
+
+
+def _with_metadata(lines: str) -> str:
+    return job().replace("  name: demo\n", "  name: demo\n" + textwrap.indent(lines, "  "))
+
+
+SHAPED = "holds what looks like"
+NAMED = "its value is written here"
+OPTION = "whose name says it is a secret"
+
+SECRETS = [
+    Secret("AWS access key id in env", job(f"env: {{AWS_ACCESS_KEY_ID: {AWS_KEY_ID}}}\n"),
+           AWS_KEY_ID, "spec.env.AWS_ACCESS_KEY_ID", f"{SHAPED} an AWS access key id",
+           AWS_KEY_ID),
+    Secret("GitHub token in a role's env", job(roles=(
+        f"    worker: {{replicas: 2, env: {{HUB: {GITHUB_TOKEN}}}}}")), GITHUB_TOKEN,
+        "spec.roles.worker.env.HUB", f"{SHAPED} a GitHub token", GITHUB_TOKEN),
+    Secret("fine-grained GitHub token in args", job(f"args: [--hub, {GITHUB_FINE_GRAINED}]\n"),
+           GITHUB_FINE_GRAINED, "spec.args[1]", f"{SHAPED} a GitHub token",
+           GITHUB_FINE_GRAINED),
+    Secret("GitLab token in command", job().replace(
+        "command: [python, /app/train.py]", f"command: [python, /app/train.py, {GITLAB_TOKEN}]"),
+        GITLAB_TOKEN, "spec.command[2]", f"{SHAPED} a GitLab token", GITLAB_TOKEN),
+    Secret("Slack token in an annotation",
+           _with_metadata(f"annotations: {{hook: {SLACK_TOKEN}}}\n"), SLACK_TOKEN,
+           "metadata.annotations.hook", f"{SHAPED} a Slack token", SLACK_TOKEN),
+    Secret("Google API key in a role's args", job(roles=(
+        f"    worker: {{replicas: 2, args: ['--key={GOOGLE_KEY}']}}")), "'--key",
+        "spec.roles.worker.args[0]", f"{SHAPED} a Google API key", GOOGLE_KEY),
+    Secret("Hugging Face token in env", job(f"env: {{HF_HOME_HINT: {HUGGING_FACE}}}\n"),
+           HUGGING_FACE, "spec.env.HF_HOME_HINT", f"{SHAPED} a Hugging Face token",
+           HUGGING_FACE),
+    Secret("sk- API key in env", job(f"env: {{LLM: {OPENAI_STYLE}}}\n"), OPENAI_STYLE,
+           "spec.env.LLM", f"{SHAPED} an API secret key", OPENAI_STYLE),
+    Secret("private key block in env", job(
+        f"env:\n  DEPLOY: |\n    {PRIVATE_KEY}\n    b3BlbnNzaC1rZXktdjEAAAAA\n"), "|",
+        "spec.env.DEPLOY", f"{SHAPED} a private key", "b3BlbnNzaC1rZXktdjEAAAAA"),
+    Secret("JSON Web Token in an annotation", _with_metadata(f"annotations: {{auth: {JWT}}}\n"),
+           JWT, "metadata.annotations.auth", f"{SHAPED} a JSON Web Token", JWT),
+    Secret("Azure connection string in env", job(f"env: {{STORAGE: '{AZURE}'}}\n"), "'Default",
+           "spec.env.STORAGE", f"{SHAPED} an Azure storage key", "Zm9vYmFy"),
+    Secret("password in a URL in env", job(f"env: {{DATABASE_URL: '{DATABASE_URL}'}}\n"),
+           "'postgres", "spec.env.DATABASE_URL", f"{SHAPED} a password in a URL", PASSWORD),
+    Secret("password in a URL in args", job(f"args: ['--db={DATABASE_URL}']\n"), "'--db",
+           "spec.args[0]", f"{SHAPED} a password in a URL", PASSWORD),
+    Secret("password in an image reference", job().replace(
+        "image: tensorflow/tensorflow:2.16.1",
+        f"image: 'trainer:{PASSWORD}@registry.example.com/tf:2.16'"), "'trainer",
+        "spec.image", f"{SHAPED} a password in an image reference", PASSWORD),
+    Secret("password in a role's image URL", job(roles=(
+        f"    worker: {{replicas: 2, image: 'https://u:{PASSWORD}@r.example.com/tf'}}")),
+        "'https", "spec.roles.worker.image", f"{SHAPED} a password in a URL", PASSWORD),
+    Secret("token in a TensorBoard image", job(
+        "storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+        f"tensorboard: {{logDir: /mnt/shared/logs, image: 'r.example.com/{GITHUB_TOKEN}'}}\n"),
+        "'r.example", "spec.tensorboard.image", f"{SHAPED} a GitHub token", GITHUB_TOKEN),
+    Secret("AWS key id as an annotation key", _with_metadata(
+        f"annotations: {{example.com/{AWS_KEY_ID}: x}}\n"), "example.com/",
+        "metadata.annotations.(hidden key)", "the key holds what looks like", AWS_KEY_ID),
+    Secret("password-named env variable", job(f"env: {{DB_PASSWORD: {PASSWORD}}}\n"), PASSWORD,
+           "spec.env.DB_PASSWORD", f"variable's name says it is a secret, and {NAMED}; secret "
+           "values never belong in git: use {secretKeyRef", PASSWORD),
+    Secret("camelCase API key variable in a role", job(roles=(
+        f"    worker: {{replicas: 2, env: {{wandbApiKey: {PASSWORD}}}}}")), PASSWORD,
+        "spec.roles.worker.env.wandbApiKey", NAMED, PASSWORD),
+    Secret("passphrase variable as {value: …}", job(
+        f"env: {{KEY_PASSPHRASE: {{value: {PASSWORD}}}}}\n"), PASSWORD,
+        "spec.env.KEY_PASSPHRASE.value", NAMED, PASSWORD),
+    Secret("GITHUB_TOKEN variable", job(f"env: {{GITHUB_TOKEN: {PASSWORD}}}\n"), PASSWORD,
+           "spec.env.GITHUB_TOKEN", NAMED, PASSWORD),
+    Secret("secret-named label", _with_metadata(f"labels: {{api-secret: {PASSWORD}}}\n"),
+           PASSWORD, "metadata.labels.api-secret", "label's key says it is a secret", PASSWORD),
+    Secret("secret-named annotation", _with_metadata(
+        f"annotations: {{example.com/db-password: {PASSWORD}}}\n"), PASSWORD,
+        "metadata.annotations.example.com/db-password", "annotation's key says", PASSWORD),
+    Secret("--password=… in args", job(f"args: ['--password={PASSWORD}']\n"), "'--password",
+           "spec.args[0]", f"passes a literal value to --password, {OPTION}", PASSWORD),
+    Secret("--api-key … as two items of args",
+           job(f"args: [--epochs, '3', --api-key, {PASSWORD}]\n"), PASSWORD,
+           "spec.args[3]", f"passes a literal value to --api-key, {OPTION}", PASSWORD),
+    Secret("--token … inside a shell command", job().replace(
+        "command: [python, /app/train.py]",
+        f"command: [sh, -c, 'python train.py --token {PASSWORD}']"), "'python",
+        "spec.command[2]", f"passes a literal value to --token, {OPTION}", PASSWORD),
+    Secret("NAME=value inside a shell command of a role", job(roles=(
+        f"    worker: {{replicas: 2, command: [sh, -c, 'PGPASSWORD={PASSWORD} python t.py']}}")),
+        "'PGPASSWORD", "spec.roles.worker.command[2]", "passes a literal value to PGPASSWORD",
+        PASSWORD),
+    Secret("?token= in a URL", job(f"args: ['https://api.example.com/v1?token={PASSWORD}']\n"),
+           "'https", "spec.args[0]", "passes a literal value to token", PASSWORD),
+    Secret("flag with a value in an env string", job(
+        f"env: {{EXTRA_FLAGS: '--secret={PASSWORD} --epochs=3'}}\n"), "'--secret",
+        "spec.env.EXTRA_FLAGS", "passes a literal value to --secret", PASSWORD),
+    Secret("value-shaped credential under a name listed as not secret", job(
+        f"notSecret: [SESSION_TOKEN]\nenv: {{SESSION_TOKEN: {GITHUB_TOKEN}}}\n"), GITHUB_TOKEN,
+        "spec.env.SESSION_TOKEN", f"{SHAPED} a GitHub token", GITHUB_TOKEN),
+    Secret("notSecret entry that does not look secret", job(
+        "notSecret: [EPOCHS]\nenv: {EPOCHS: '3'}\n"), "EPOCHS]", "spec.notSecret[0]",
+        "this name does not look secret", "no-value-here"),
+    Secret("notSecret entry nothing uses", job("notSecret: [LEGACY_TOKEN]\n"), "LEGACY_TOKEN",
+           "spec.notSecret[0]", "no name with a literal value in this job matches it",
+           "no-value-here"),
+]
+
+
+@pytest.mark.parametrize("secret", SECRETS, ids=[s.name for s in SECRETS])
+def test_each_literal_credential_is_refused_at_its_place_without_its_value(
+    secret: Secret,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Result],
+) -> None:
+    (tmp_path / "job.yaml").write_text(secret.text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("build", "job.yaml", "-o", "output")
+    line, column = _position(secret.text, secret.at)
+    expected = f"job.yaml:{line}:{column}: {secret.field}"
+    assert result.status == 2, result.stderr
+    rows = result.stderr.splitlines()
+    assert any(row.startswith(expected) and secret.says in row for row in rows), (
+        f"expected a line starting {expected!r} containing {secret.says!r}; got:\n"
+        + result.stderr)
+    assert secret.value not in result.stdout + result.stderr
+    assert not (tmp_path / "output").exists()
+
+
+NOT_SECRETS = [
+    ("a tokenizer path", "env: {TOKENIZER_PATH: /models/tokenizer.json}\n"),
+    ("a token count", "env: {MAX_TOKENS: '4096'}\nargs: [--max-tokens, '4096', --num_tokens=8]\n"),
+    ("a password file", "env: {DB_PASSWORD_FILE: /run/secrets/db}\n"),
+    ("the name of a Secret", "env: {SECRET_NAME: s3-credentials}\n"),
+    ("a token endpoint", "env: {TOKEN_URL: 'https://auth.example.com/token'}\n"),
+    ("a Kubernetes reference", "env:\n  DB_PASSWORD: {secretKeyRef: {name: db, key: pw}}\n"
+     "  DATABASE_URL: 'postgres://trainer:$(DB_PASSWORD)@db:5432/runs'\n"
+     "args: ['--password=$(DB_PASSWORD)', --token, $(API_TOKEN)]\n"),
+    ("a switch", "args: [--use-token, 'true', --secret-scan=false]\n"),
+    ("an empty value", "env: {API_TOKEN: ''}\n"),
+    ("a digest-pinned image", "tensorboard: {logDir: /mnt/shared/logs, image: "
+     "'busybox:1.36@sha256:" + "ab" * 32 + "'}\nstorage: {shared: {mountPath: /mnt/shared, "
+     "size: 1Gi}}\n"),
+    ("a URL without a password", "env: {HUB: 'https://trainer@hub.example.com/x'}\n"),
+    ("the working directory variable", "env: {PWD: /workspace}\n"),
+    ("names listed in notSecret", "notSecret: [PAD_TOKEN, eosToken]\n"
+     "env: {PAD_TOKEN: '[PAD]'}\nargs: ['--eos-token=</s>']\n"),
+    ("names that say something about a secret", "env: {TOKEN_LIMIT: '5', "
+     "SECRET_KEY_REF: x, API_KEY_ID: y}\n"),
+]
+
+
+@pytest.mark.parametrize("text", [text for _, text in NOT_SECRETS],
+                         ids=[name for name, _ in NOT_SECRETS])
+def test_what_only_looks_secret_builds(
+    text: str, write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    path = write_job(job(text))
+    result = run_cli("build", str(path), "-o", str(tmp_path / "out"))
+    assert result.status == 0, result.stderr

@@ -9,8 +9,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tfcompile.spec.loading import Script
 from tfcompile.spec.models import TrainingJob
+from tfcompile.spec.scripts import Script
 
 from ..labels import JOB_LABEL, object_labels
 from ..names import script_config_map_name

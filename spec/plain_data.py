@@ -1,0 +1,187 @@
+"""Copy a parsed YAML document into plain dicts and lists, recording where every value was, and
+refuse what Kubernetes would not accept before any model sees it.
+
+ruamel.yaml's round-trip nodes carry line and column numbers; the copy keeps them in a map from
+field path to position, so that every later problem is reported as `file:line:col: field`.
+While copying, values the API server refuses or that must not reach a terminal are problems
+at their place: control characters and lone surrogates in strings, integers beyond 64 bits,
+keys that are collections, nesting deeper than `MAXIMUM_DEPTH`, aliases that expand without
+end.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from .problems import FieldPath, Location, Problem
+from .yaml_limits import MAXIMUM_DEPTH
+
+MAXIMUM_VALUES = 100_000
+"""More values than this after expanding aliases is refused (a 'billion laughs' file)."""
+
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+ALLOWED_CONTROL_CHARACTERS = frozenset("\t\n")
+"""Tabs and newlines are text (scripts in `args`, multi-line annotations); every other control
+character (escape sequences, carriage returns, NUL) is refused."""
+
+
+class Locations:
+    """Positions of the values (and keys) of one YAML document, by field path."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self._values: dict[FieldPath, tuple[int, int]] = {}
+        self._keys: dict[FieldPath, tuple[int, int]] = {}
+        self._collections: set[FieldPath] = set()
+
+    def record(
+        self,
+        path: FieldPath,
+        value: tuple[int, int],
+        key: tuple[int, int] | None,
+        collection: bool = False,
+    ) -> None:
+        self._values.setdefault(path, value)
+        if key is not None:
+            self._keys.setdefault(path, key)
+        if collection:
+            self._collections.add(path)
+
+    def locate(self, path: FieldPath, *, key: bool = False) -> Location:
+        """The position of `path`, or of its nearest parent that the file has. A mapping or
+        list is located at its key (`roles:`), a scalar at its value."""
+        for end in range(len(path), -1, -1):
+            prefix = path[:end]
+            on_key = key if end == len(path) else True
+            table = self._keys if on_key or prefix in self._collections else self._values
+            if prefix in table:
+                line, column = table[prefix]
+                return Location(self.file, line + 1, column + 1)
+            if prefix in self._values:
+                line, column = self._values[prefix]
+                return Location(self.file, line + 1, column + 1)
+        return Location(self.file, 1, 1)
+
+
+class TooManyValues(Exception):
+    """The document expands, through aliases, beyond `MAXIMUM_VALUES` or into itself."""
+
+
+def string_problem(text: str, *, key: bool = False) -> str | None:
+    """Why a string cannot go into a Kubernetes object, or None: the API server refuses lone
+    surrogates (not UTF-8), and control characters hide text on a terminal or in a review.
+    A key (a name) may not hold tabs or newlines either."""
+    allowed = frozenset() if key else ALLOWED_CONTROL_CHARACTERS
+    for index, character in enumerate(text):
+        category = unicodedata.category(character)
+        if category == "Cs":
+            return (f"contains a lone surrogate (U+{ord(character):04X}) at character "
+                    f"{index + 1}, which is not Unicode text; allowed: any Unicode character")
+        if category == "Cc" and character not in allowed:
+            return (f"contains the control character U+{ord(character):04X} at character "
+                    f"{index + 1}; allowed: printable text"
+                    + ("" if key else ", tabs and newlines"))
+    return None
+
+
+class PlainCopier:
+    """Copies ruamel round-trip data into plain dicts and lists, recording positions and
+    collecting problems of values no field may hold."""
+
+    def __init__(self, locations: Locations) -> None:
+        self.locations = locations
+        self.count = 0
+        self.active: set[int] = set()
+        self.problems: list[Problem] = []
+
+    def copy(self, node: Any, path: FieldPath) -> Any:
+        self.count += 1
+        if self.count > MAXIMUM_VALUES:
+            raise TooManyValues
+        if isinstance(node, CommentedMap | CommentedSeq):
+            if len(path) >= MAXIMUM_DEPTH:
+                self.problems.append(Problem(
+                    path, f"nested more than {MAXIMUM_DEPTH} levels deep (through an alias); "
+                    "a job spec needs far fewer"))
+                return None
+            if id(node) in self.active:
+                raise TooManyValues
+            self.active.add(id(node))
+            try:
+                return self._copy_collection(node, path)
+            finally:
+                self.active.discard(id(node))
+        self._check_scalar(node, path, key=False)
+        return node
+
+    def _check_scalar(self, value: Any, path: FieldPath, *, key: bool) -> None:
+        if isinstance(value, str):
+            problem = string_problem(value, key=key)
+            if problem is not None:
+                self.problems.append(Problem(path, ("the key " if key else "") + problem,
+                                             key=key))
+        elif isinstance(value, int) and not isinstance(value, bool) and not (
+            INT64_RANGE[0] <= value <= INT64_RANGE[1]
+        ):
+            self.problems.append(Problem(
+                path, "is beyond the 64-bit integers Kubernetes stores "
+                f"({INT64_RANGE[0]} to {INT64_RANGE[1]})", key=key))
+
+    def _copy_collection(self, node: CommentedMap | CommentedSeq, path: FieldPath) -> Any:
+        if isinstance(node, CommentedSeq):
+            items = []
+            for index, item in enumerate(node):
+                self.locations.record((*path, index), _item_position(node, index), None,
+                                      isinstance(item, CommentedMap | CommentedSeq))
+                items.append(self.copy(item, (*path, index)))
+            return items
+        mapping: dict[Any, Any] = {}
+        for key, value in node.items():
+            key_position = _key_position(node, key)
+            value_position = _value_position(node, key, key_position)
+            plain_key = isinstance(key, str | int | float | bool) or key is None
+            child = (*path, str(key) if plain_key else f"(key {len(mapping) + 1})")
+            self.locations.record(child, value_position, key_position,
+                                  isinstance(value, CommentedMap | CommentedSeq))
+            if not plain_key:
+                self.problems.append(Problem(
+                    child, "a key must be a plain string, not a list or mapping", key=True))
+                continue
+            self._check_scalar(key, child, key=True)
+            mapping[str(key) if isinstance(key, str) else key] = self.copy(value, child)
+        return mapping
+
+
+def node_position(node: Any) -> tuple[int, int]:
+    try:
+        return int(node.lc.line), int(node.lc.col)
+    except (AttributeError, TypeError):
+        return 0, 0
+
+
+def _key_position(node: CommentedMap, key: Any) -> tuple[int, int]:
+    try:
+        line, column = node.lc.key(key)
+        return int(line), int(column)
+    except (KeyError, TypeError, AttributeError):
+        return node_position(node)
+
+
+def _value_position(node: CommentedMap, key: Any, fallback: tuple[int, int]) -> tuple[int, int]:
+    try:
+        line, column = node.lc.value(key)
+        return int(line), int(column)
+    except (KeyError, TypeError, AttributeError):
+        return fallback
+
+
+def _item_position(node: CommentedSeq, index: int) -> tuple[int, int]:
+    try:
+        line, column = node.lc.item(index)
+        return int(line), int(column)
+    except (KeyError, TypeError, AttributeError, IndexError):
+        return node_position(node)

@@ -1,0 +1,262 @@
+"""Literal credentials written into a job spec, found wherever they sit, named by place only.
+
+A job spec lives in git, its compiled output in the cluster and in CI logs, so a credential
+written into it is leaked the moment it is pushed. Two detectors run over every string of the
+loaded document (keys included), whatever field it is in:
+
+- values shaped like well-known credentials (`VALUE_DETECTORS`): cloud access keys, GitHub,
+  GitLab, Slack, Hugging Face and other tokens, private-key blocks, JSON Web Tokens, passwords in
+  URLs and in image references;
+- names that mean a secret (`is_secret_name`: PASSWORD, PASSPHRASE, SECRET, TOKEN, API_KEY, …
+  as whole words) given a literal value: an `env` entry, a label or annotation, a
+  `--flag=value`, `--flag value` or `NAME=value` in `args`, `command` or any other string.
+
+A name can only *look* secret (a tokenizer's `PAD_TOKEN`): `spec.notSecret` lists such names, one
+reviewed place in the spec; it silences the name detector for them and never the value detector.
+A problem names the field (and the option or variable name) and never the value.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .problems import FieldPath, Problem, escape_text
+
+SECRET_WORDS = frozenset({
+    "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "SECRET", "SECRETS", "TOKEN", "APIKEY",
+    "CREDENTIAL", "CREDENTIALS", "PRIVATEKEY", "ACCESSKEY", "SECRETKEY", "AUTHTOKEN", "PWD",
+})
+"""Words that make a name secret. Whole words only: `TOKENS` (MAX_TOKENS) is a count and
+`TOKENIZER` (TOKENIZER_PATH) a model part, so neither is a secret. `PWD` counts only with
+another word (`DB_PWD`): alone it is the shell's working directory."""
+
+COMPOUND_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "TOKEN", "APIKEY")
+"""A word run together with one of these (`PGPASSWORD`, `GHTOKEN`) is a secret too."""
+
+KEY_QUALIFIERS = frozenset({
+    "API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION", "CLIENT", "MASTER", "ACCOUNT",
+    "LICENSE", "SERVICE", "SESSION", "AUTH",
+})
+"""`<word>_KEY` is a secret for these words (API_KEY, ACCESS_KEY, …); KEY alone is not."""
+
+NOT_THE_SECRET = frozenset({
+    "FILE", "FILES", "PATH", "DIR", "DIRECTORY", "FILENAME", "NAME", "REF", "ID", "URL", "URI",
+    "ENDPOINT", "LENGTH", "LEN", "SIZE", "LIMIT", "COUNT", "TTL", "TIMEOUT", "EXPIRY", "TYPE",
+    "MODE", "HEADER", "ENABLED", "MOUNT", "KEYREF", "PREFIX", "FIELD",
+})
+"""A secret word followed last by one of these names something about a secret, not the secret
+itself: `PASSWORD_FILE`, `TOKEN_URL`, `SECRET_NAME`, `TOKEN_LIMIT`."""
+
+BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "0", "1"})
+"""A flag such as `--use-token true` switches something on; it carries no secret."""
+
+_REFERENCE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_.-]*\)|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
+"""A value taken from elsewhere at run time: Kubernetes `$(VAR)` expansion, a shell `$VAR`."""
+
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """`dbPassword`, `DB_PASSWORD`, `db-password`, `example.com/db.password` -> (DB, PASSWORD)."""
+    words: list[str] = []
+    for part in re.split(r"[^A-Za-z0-9]+", name):
+        words.extend(word.upper() for word in _NAME_PARTS.findall(part))
+    return tuple(words)
+
+
+def normalized_name(name: str) -> str:
+    """The form names are compared in (`spec.notSecret`): upper-case words joined by `_`."""
+    return "_".join(name_words(name))
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a name says its value is a secret: a secret word (or `<qualifier>_KEY`) among
+    its words, and the last word not one that names something about a secret (`_FILE`)."""
+    words = name_words(name)
+    if not words or words[-1] in NOT_THE_SECRET:
+        return False
+    if words == ("PWD",):
+        return False
+    if any(word in SECRET_WORDS or word.endswith(COMPOUND_ENDINGS) for word in words):
+        return True
+    if words[-1] == "PASS" and len(words) > 1:
+        return True
+    return any(first in KEY_QUALIFIERS and second == "KEY"
+               for first, second in itertools.pairwise(words))
+
+
+def is_literal(value: str) -> bool:
+    """Whether a value is written here (not empty, not a `$(VAR)` reference, not a switch)."""
+    stripped = value.strip().strip("\"'")
+    return bool(stripped) and not _REFERENCE.fullmatch(stripped) and (
+        stripped.lower() not in BOOLEAN_WORDS
+    )
+
+
+@dataclass(frozen=True)
+class ValueDetector:
+    """A credential recognised by its shape."""
+
+    what: str
+    pattern: re.Pattern[str]
+
+    def found(self, text: str) -> bool:
+        return any(is_literal(match.group(match.lastindex or 0))
+                   for match in self.pattern.finditer(text))
+
+
+VALUE_DETECTORS = (
+    ValueDetector("an AWS access key id", re.compile(
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    ValueDetector("a GitHub token", re.compile(
+        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255})")),
+    ValueDetector("a GitLab token", re.compile(
+        r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent|ffct)-"
+        r"[A-Za-z0-9_-]{20,}")),
+    ValueDetector("a Slack token or webhook", re.compile(
+        r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"
+        r"|hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+")),
+    ValueDetector("a Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
+    ValueDetector("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}")),
+    ValueDetector("an API secret key (sk-…)", re.compile(
+        r"(?<![A-Za-z0-9_-])(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}|[sr]k_live_[A-Za-z0-9]{16,})")),
+    ValueDetector("a private key", re.compile(
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
+    ValueDetector("a JSON Web Token", re.compile(
+        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ValueDetector("an Azure storage key or signature", re.compile(
+        r"AccountKey=([A-Za-z0-9+/=]{20,})|[?&]sig=([A-Za-z0-9%+/=]{20,})")),
+    ValueDetector("a password in a URL (scheme://user:password@host)", re.compile(
+        r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#@]+)@")),
+)
+
+IMAGE_CREDENTIALS = ValueDetector("a password in an image reference (user:password@registry)",
+                                  re.compile(r"^[^/@\s:]+:([^/@\s]+)@(?!sha[0-9]+:)"))
+"""An image reference holds no credentials: `user:password@registry/image` is refused, while
+`name:tag@sha256:…` (a digest) is an ordinary reference."""
+
+_ASSIGNMENT = re.compile(
+    r"(?:^|(?<=[\s;&,?\"'(]))(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)="
+    r"(\$\([A-Za-z_][A-Za-z0-9_.-]*\)|\"[^\"]*\"|'[^']*'|[^\s;&,\"']*)")
+_SPACED_FLAG = re.compile(r"(?:^|(?<=\s))(--?[A-Za-z][A-Za-z0-9_.-]*)\s+([^\s-]\S*)")
+_FLAG_ALONE = re.compile(r"--?[A-Za-z][A-Za-z0-9_.-]*")
+
+NAMED_MAPPINGS = {"env": "variable", "labels": "label", "annotations": "annotation"}
+"""Mappings whose keys name their values: a secret name there must not hold a literal."""
+
+
+class _Finder:
+    def __init__(self, not_secret: frozenset[str]) -> None:
+        self.not_secret = not_secret
+        self.exempted: set[str] = set()
+        self.problems: list[Problem] = []
+
+    def secret_name(self, name: str) -> bool:
+        if not is_secret_name(name):
+            return False
+        if normalized_name(name) in self.not_secret:
+            self.exempted.add(normalized_name(name))
+            return False
+        return True
+
+    def walk(self, value: Any, path: FieldPath) -> None:
+        if isinstance(value, dict):
+            named = NAMED_MAPPINGS.get(str(path[-1])) if path else None
+            for key, item in value.items():
+                child = (*path, str(key))
+                if isinstance(key, str):
+                    self.shaped(key, child, key=True)
+                if named is not None and isinstance(key, str):
+                    self.named_entry(key, item, child, named)
+                self.walk(item, child)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                self.walk(item, (*path, index))
+            self.spaced_flags_in_list(value, path)
+        elif isinstance(value, str) and not self.shaped(value, path, key=False):
+            self.assignments(value, path)
+
+    def shaped(self, text: str, path: FieldPath, *, key: bool) -> bool:
+        detectors = [*VALUE_DETECTORS]
+        if not key and path and str(path[-1]) == "image":
+            detectors.append(IMAGE_CREDENTIALS)
+        for detector in detectors:
+            if detector.found(text):
+                self.problems.append(Problem(
+                    path,
+                    f"{'the key ' if key else ''}holds what looks like {detector.what}; "
+                    "credentials never belong in a spec (it is in git, in the cluster and in CI "
+                    "logs): keep it in a Secret and use secretKeyRef or envFrom",
+                    key=key,
+                    hidden_key=key,
+                ))
+                return True
+        return False
+
+    def named_entry(self, name: str, item: Any, path: FieldPath, kind: str) -> None:
+        literal = item if isinstance(item, str) else (
+            item.get("value") if isinstance(item, dict) else None)
+        if isinstance(literal, str) and is_literal(literal) and self.secret_name(name):
+            where = (*path, "value") if isinstance(item, dict) else path
+            self.problems.append(Problem(
+                where,
+                f"the {kind}'s name says it is a secret, and its value is written here; secret "
+                "values never belong in git: use {secretKeyRef: {name: <existing Secret>, key: "
+                "<key>}} (or, if it is no secret, list the name in spec.notSecret)"
+                if kind == "variable" else
+                f"the {kind}'s key says it is a secret, and its value is written here; secret "
+                "values never belong in git (or, if it is no secret, list the key in "
+                "spec.notSecret)",
+            ))
+
+    def assignments(self, text: str, path: FieldPath) -> None:
+        found = [(match.group(1), match.group(2)) for match in _ASSIGNMENT.finditer(text)]
+        found += [(match.group(1), match.group(2)) for match in _SPACED_FLAG.finditer(text)]
+        for name, value in found:
+            if is_literal(value) and self.secret_name(name):
+                self.problems.append(_option_problem(path, name))
+                return
+
+    def spaced_flags_in_list(self, items: list[Any], path: FieldPath) -> None:
+        for index, (flag, value) in enumerate(itertools.pairwise(items)):
+            if (isinstance(flag, str) and isinstance(value, str) and _FLAG_ALONE.fullmatch(flag)
+                    and not value.startswith("-") and is_literal(value)
+                    and self.secret_name(flag)):
+                self.problems.append(_option_problem((*path, index + 1), flag))
+
+
+def _option_problem(path: FieldPath, name: str) -> Problem:
+    return Problem(
+        path,
+        f"passes a literal value to {escape_text(name)}, whose name says it is a secret; pass "
+        "it from a Secret instead (an env variable with secretKeyRef, then $(VARIABLE) here), "
+        "or list the name in spec.notSecret if it is no secret",
+    )
+
+
+def _not_secret_names(data: Any) -> list[tuple[int, str]]:
+    spec = data.get("spec") if isinstance(data, dict) else None
+    names = spec.get("notSecret") if isinstance(spec, dict) else None
+    if not isinstance(names, list):
+        return []
+    return [(index, name) for index, name in enumerate(names) if isinstance(name, str)]
+
+
+def find_literal_secrets(data: Any) -> Iterator[Problem]:
+    """Every literal credential in a loaded document (plain dicts and lists), by place."""
+    listed = _not_secret_names(data)
+    finder = _Finder(frozenset(normalized_name(name) for _, name in listed))
+    finder.walk(data, ())
+    yield from finder.problems
+    for index, name in listed:
+        where = ("spec", "notSecret", index)
+        if not is_secret_name(name):
+            yield Problem(where, "this name does not look secret, so it needs no exception; "
+                          "remove it")
+        elif normalized_name(name) not in finder.exempted:
+            yield Problem(where, "no name with a literal value in this job matches it; remove "
+                          "it (names match by their words: DB_TOKEN = db-token = dbToken)")

@@ -1,0 +1,272 @@
+"""Property: whatever a job file holds, loading it gives a job whose output the API server
+accepts, or `SpecError` problems that each point at a place in the file and repeat no value —
+never another exception, never a traceback.
+
+Cases are the example jobs mutated (lines deleted, doubled, swapped, bytes changed, hostile
+scalars and structures inserted) and generated YAML structures put into known fields. One run
+is derandomized (the same cases in every CI run, so a failure reproduces); a smaller one draws
+fresh cases each run. Both go through the library (`load_jobs`, then `build_objects` and the
+YAML writer when the job is valid) for speed; a few hostile files go through the real command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import EXAMPLES, MINIMAL_JOB
+from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.yaml_output import dump
+from tfcompile.spec.loading import load_jobs
+from tfcompile.spec.problems import SpecError
+
+MARKER = "fuzzmarker-Qx7Zr2"
+"""Planted as a value in every case; no message may contain it."""
+
+FIXED_EXAMPLES = 200
+FRESH_EXAMPLES = 80
+
+def _planted(text: str) -> str:
+    """`text` with the marker as the value of an annotation (a valid place, so that the job
+    still builds and a mutation can carry the marker anywhere)."""
+    if "\n  annotations:\n" in text:
+        return text.replace("\n  annotations:\n", f"\n  annotations:\n    note: {MARKER}\n", 1)
+    return re.sub(r"^(  name: .*\n)", rf"\1  annotations: {{note: {MARKER}}}\n", text, count=1,
+                  flags=re.MULTILINE)
+
+
+SEEDS = [_planted(path.read_text(encoding="utf-8"))
+         for path in sorted(EXAMPLES.glob("*/job.yaml"))] + [_planted(MINIMAL_JOB)]
+"""The example jobs and a minimal one, each with the marker planted."""
+
+SCRIPTS = {path.name: path.read_text(encoding="utf-8")
+           for path in sorted(EXAMPLES.glob("*/*.py"))}
+
+HOSTILE_SCALARS = [
+    "9" * 5000, "0x" + "f" * 5000, "99999999999999999999", "-9223372036854775809", "1e400",
+    ".nan", '"\\ud800"', '"\\udfff x"', '"\\x1b[31m"', '"\\0"', '"a\\rb"', '"\\x85"',
+    '"\\u202e"', "!!binary aGk=", "!foo bar", "2024-01-01", "*undefined", "&a [*a]", "~",
+    "[" * 300 + "]" * 300, "{a: " * 100 + "1" + "}" * 100, "? [x]\n  : y", "|\n  text",
+    "'" + "x" * 300 + "'", f"{MARKER}", f"'{MARKER}'", f"'--password={MARKER}'",
+    f"'postgres://u:{MARKER}@h/db'", "train me.py", "../../../../etc/hostname",
+    "/proc/self/environ", "../../.git/config", "'\\t'", "\t", "yes", "0o777", "1_0",
+]
+
+HOSTILE_LINES = [
+    "%YAML 1.3\n---", "%YAML 1.1\n---", "%YAML 2.0\n---", "%TAG ! tag:x,2000:\n---", "---",
+    "...", "- a", "? [a, b]\n: c", "a: &x [*x]", "<<: {a: 1}", "\t", "#", "'", '"', "{", "[",
+]
+
+FIELDS = [
+    ("metadata", "name"), ("metadata", "labels"), ("metadata", "annotations"),
+    ("spec", "image"), ("spec", "args"), ("spec", "command"), ("spec", "env"),
+    ("spec", "script"), ("spec", "port"), ("spec", "roles"), ("spec", "storage"),
+    ("spec", "tensorboard"), ("spec", "overlays"), ("spec", "notSecret"), ("spec", "suspend"),
+]
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    """An example job with a few line or character mutations."""
+    lines = draw(st.sampled_from(SEEDS)).splitlines()
+    for _ in range(draw(st.integers(1, 4))):
+        index = draw(st.integers(0, max(len(lines) - 1, 0)))
+        action = draw(st.sampled_from(
+            ["delete", "double", "swap", "scalar", "line", "character", "indent", "text"]))
+        if not lines:
+            lines = [""]
+        if action == "delete":
+            del lines[index]
+        elif action == "double":
+            lines.insert(index, lines[index])
+        elif action == "swap" and index + 1 < len(lines):
+            lines[index], lines[index + 1] = lines[index + 1], lines[index]
+        elif action == "scalar" and ":" in lines[index]:
+            key = lines[index].split(":", 1)[0]
+            lines[index] = f"{key}: {draw(st.sampled_from(HOSTILE_SCALARS))}"
+        elif action == "line":
+            lines.insert(index, draw(st.sampled_from(HOSTILE_LINES)))
+        elif action == "character" and lines[index]:
+            position = draw(st.integers(0, len(lines[index]) - 1))
+            character = draw(st.characters(codec="utf-8"))
+            lines[index] = lines[index][:position] + character + lines[index][position + 1:]
+        elif action == "indent":
+            lines[index] = " " * draw(st.integers(0, 6)) + lines[index].lstrip()
+        elif action == "text":
+            lines.insert(index, draw(st.text(max_size=40)))
+    return "\n".join(lines) + "\n"
+
+
+SCALARS = (st.none() | st.booleans() | st.integers() | st.floats()
+           | st.text(max_size=20) | st.sampled_from([MARKER, f"--token={MARKER}"]))
+STRUCTURES = st.recursive(
+    SCALARS,
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@st.composite
+def generated(draw: st.DrawFn) -> str:
+    """The minimal job with a generated structure (JSON is YAML: surrogates, controls and huge
+    numbers arrive as escapes and digits) in one of its fields."""
+    section, field = draw(st.sampled_from(FIELDS))
+    value = json.dumps(draw(STRUCTURES))
+    text = _planted(MINIMAL_JOB)
+    line = f"  {field}: {value}\n"
+    anchor = "  roles:\n" if section == "spec" else "spec:\n"
+    if f"  {field}:" in text:
+        text = re.sub(rf"^  {field}:.*\n", "", text, flags=re.MULTILINE)
+        anchor = "spec:\n" if section == "metadata" else "  roles:\n"
+        if field == "roles":
+            text = re.sub(r"^    worker:.*\n", "", text, flags=re.MULTILINE)
+    if section == "metadata":
+        return text.replace("spec:\n", line + "spec:\n", 1)
+    return text.replace(anchor, line + anchor, 1) if field != "roles" else text + line
+
+
+HOSTILE_TEXT = st.text(st.characters(categories=["Cc", "Cs", "Cf", "Zl", "Zs", "L", "N", "P"]),
+                       min_size=1, max_size=12)
+STRING_FIELDS = [
+    ("  image: tensorflow/tensorflow:2.16.1\n", "  image: {}\n"),
+    ("  command: [python, /app/train.py]\n", "  command: [python, {}]\n"),
+    ("  roles:\n", "  args: [{}]\n  roles:\n"),
+    ("  roles:\n", "  env: {{NOTE: {}}}\n  roles:\n"),
+    ("  roles:\n", "  env: {{{}: x}}\n  roles:\n"),
+    ("  roles:\n", "  script: {}\n  roles:\n"),
+    ("  annotations: {", "  annotations: {{text: {}, "),
+]
+
+
+@st.composite
+def hostile_strings(draw: st.DrawFn) -> str:
+    """The minimal job with a string of control characters, surrogates, format characters or
+    any letters in a field that takes text (a value or a key)."""
+    old, new = draw(st.sampled_from(STRING_FIELDS))
+    return _planted(MINIMAL_JOB).replace(old, new.format(json.dumps(draw(HOSTILE_TEXT))), 1)
+
+
+CASES = mutated() | generated() | hostile_strings()
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+    elif isinstance(value, str):
+        yield value
+
+
+CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+
+
+def _assert_the_api_server_accepts(objects: list[dict[str, Any]]) -> None:
+    for document in objects:
+        for text in _strings(document):
+            text.encode("utf-8")  # a lone surrogate fails here
+            assert not any(unicodedata.category(c) == "Cc" and c not in "\t\n" for c in text)
+        if document["kind"] == "ConfigMap":
+            for key in document["data"]:
+                assert CONFIG_MAP_KEY.fullmatch(key) and not key.startswith(".."), key
+        dump(document).encode("utf-8")
+
+
+def run_case(text: str, folder: Path) -> str:
+    """Load (and when valid, compile) one case; the outcome, or an AssertionError."""
+    path = folder / "job.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        loaded = load_jobs(path)
+        objects = [item for job in loaded for item in build_objects(job)]
+    except SpecError as error:
+        assert error.problems
+        for problem in error.problems:
+            shown = str(problem)
+            assert problem.location.line >= 1 and problem.location.column >= 1
+            assert problem.location.file == str(path) or problem.location.file.endswith(
+                "job.yaml")
+            assert shown.isprintable(), shown
+            assert MARKER not in problem.message, shown
+        return "refused"
+    _assert_the_api_server_accepts(objects)
+    return "built"
+
+
+def _folder() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="tfcompile-fuzz-"))
+    for name, text in SCRIPTS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _run(examples: int, derandomize: bool) -> Counter[str]:
+    outcomes: Counter[str] = Counter()
+    folder = _folder()
+
+    @settings(max_examples=examples, derandomize=derandomize, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(text=CASES)
+    def check(text: str) -> None:
+        outcomes[run_case(text, folder)] += 1
+
+    try:
+        started = time.monotonic()
+        check()
+        outcomes["seconds"] = round(time.monotonic() - started)
+    finally:
+        shutil.rmtree(folder)
+    print(f"loader fuzz ({'fixed seed' if derandomize else 'fresh'}): {dict(outcomes)}")
+    return outcomes
+
+
+def test_the_loader_survives_a_fixed_set_of_hostile_cases() -> None:
+    outcomes = _run(FIXED_EXAMPLES, derandomize=True)
+    assert outcomes["built"] > 0 and outcomes["refused"] > 0
+
+
+def test_the_loader_survives_fresh_hostile_cases() -> None:
+    outcomes = _run(FRESH_EXAMPLES, derandomize=False)
+    assert outcomes["built"] + outcomes["refused"] >= FRESH_EXAMPLES
+
+
+COMMAND_CASES = {
+    "deep": "a: " + "[" * 5000 + "]" * 5000 + "\n",
+    "version": "%YAML 1.3\n---\n" + SEEDS[-1],
+    "digits": SEEDS[-1].replace("roles:\n", "port: " + "7" * 5000 + "\n  roles:\n"),
+    "surrogate": SEEDS[-1].replace("roles:\n", 'image: "\\ud800"\n  roles:\n'),
+    "duplicate": SEEDS[-1].replace("roles:\n", f"image: {MARKER}\n  roles:\n"),
+    "secret": SEEDS[-1].replace("roles:\n", f"env: {{DB_PASSWORD: {MARKER}}}\n  roles:\n"),
+}
+
+
+def test_hostile_files_through_the_real_command(tmp_path: Path) -> None:
+    command = Path(sys.executable).with_name("tfcompile")
+    for name, text in COMMAND_CASES.items():
+        (tmp_path / f"{name}.yaml").write_text(text, encoding="utf-8")
+        completed = subprocess.run(
+            [str(command), "build", str(tmp_path / f"{name}.yaml"), "-o", str(tmp_path / "out")],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert completed.returncode == 2, (name, completed.stderr)
+        assert "Traceback" not in completed.stderr, name
+        assert MARKER not in completed.stdout + completed.stderr, name
+        assert f"{name}.yaml:" in completed.stderr, name
+    assert not (tmp_path / "out").exists()
