@@ -73,7 +73,7 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if job.spec.tensorboard is not None:
         objects.append(tensorboard_deployment(job))
         objects.append(tensorboard_service(job))
-    if job.spec.network_policy:
+    if job.spec.network_policy_settings() is not None:
         objects.append(network_policy(job))
     digest = revision(objects)
     for item in sets:

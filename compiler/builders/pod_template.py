@@ -1,0 +1,85 @@
+"""Merge a `podTemplate` fragment into the pod template tfcompile generated.
+
+The merge is Kubernetes' strategic merge (`kubectl patch --type strategic`), driven by the merge
+keys of Kubernetes' own schema (`x-kubernetes-patch-merge-key`): containers, init containers and
+volumes by name, mounts by path, env by name, ports by container port, … . One difference: a
+list Kubernetes would replace wholesale (tolerations, node selector terms, …) is appended to,
+without duplicates, so nothing tfcompile, the job or a role added is lost. `command` and `args`
+are the one exception, since two command lines cannot be joined. Maps merge key by key; a
+scalar in the fragment replaces the generated one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from tfcompile.spec.pod_template import ROOT_DEFINITION, definition, resolve
+
+REPLACED_LISTS = ("command", "args")
+"""Lists a fragment replaces: a command line is one value."""
+
+
+def merge_pod_template(base: Mapping[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` (a pod template) with `fragment` merged into it; neither is changed."""
+    merged: dict[str, Any] = _merge_map(base, fragment, definition(ROOT_DEFINITION))
+    return merged
+
+
+def _value_schema(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """The schema of `key` in an object of `schema`: a declared property, or the schema of a
+    free-form map's values."""
+    resolved = resolve(schema)
+    properties = resolved.get("properties", {})
+    if key in properties:
+        found: Mapping[str, Any] = properties[key]
+        return found
+    extra = resolved.get("additionalProperties")
+    return extra if isinstance(extra, Mapping) else {}
+
+
+def _merge(base: Any, patch: Any, schema: Mapping[str, Any], key: str) -> Any:
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        return _merge_map(base, patch, schema)
+    if isinstance(base, list) and isinstance(patch, list) and key not in REPLACED_LISTS:
+        return _merge_list(base, patch, schema)
+    return copy.deepcopy(patch)
+
+
+def _merge_map(base: Mapping[str, Any], patch: Mapping[str, Any],
+               schema: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {key: copy.deepcopy(value) for key, value in base.items()}
+    for key, value in patch.items():
+        if key in merged and value is not None:
+            merged[key] = _merge(merged[key], value, _value_schema(schema, key), key)
+        elif value is not None:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _merge_list(base: list[Any], patch: list[Any], schema: Mapping[str, Any]) -> list[Any]:
+    resolved = resolve(schema)
+    merge_key = resolved.get("x-kubernetes-patch-merge-key")
+    items = resolved.get("items", {})
+    merged = [copy.deepcopy(item) for item in base]
+    for item in patch:
+        if merge_key is not None and isinstance(item, Mapping) and merge_key in item:
+            position = next(
+                (index for index, existing in enumerate(merged)
+                 if isinstance(existing, Mapping) and existing.get(merge_key) == item[merge_key]),
+                None,
+            )
+            if position is not None:
+                merged[position] = _merge_map(merged[position], item, items)
+                continue
+        if item not in merged:
+            merged.append(copy.deepcopy(item))
+    return merged
+
+
+def merge_security_context(base: Mapping[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
+    """A container `securityContext` with `fragment` merged over `base` (lists appended)."""
+    schema = definition("io.k8s.api.core.v1.Container")["properties"]["securityContext"]
+    merged: dict[str, Any] = _merge_map(base, fragment, schema)
+    return merged
