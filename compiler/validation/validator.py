@@ -14,6 +14,7 @@ from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
 from .limits import name_problems, size_problems
+from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
@@ -66,6 +67,7 @@ def validate_rendered(
         )
     problems.extend(found)
     notes.extend(found_notes)
+    notes.extend(pod_security_notes(objects))
     return ValidationReport(
         directory=directory,
         kubernetes_version=version,

@@ -1,0 +1,104 @@
+"""Pod Security: compiled pods meet "restricted", and `validate` says which level a job's pods
+meet when the job (or a component) asks for more privileges."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import EXAMPLES, OUTPUT, Result
+from tfcompile.compiler.validation.pod_security import level_of
+
+ROOT_JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: rooted
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, /app/train.py]
+  podTemplate:
+    spec:
+      securityContext: {runAsUser: 0, runAsNonRoot: false}
+  roles:
+    worker: {replicas: 2}
+"""
+
+
+def templates_in_output() -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for path in sorted(OUTPUT.glob("*/*.yaml")):
+        document = YAML(typ="safe").load(path.read_text())
+        if document.get("kind") in ("StatefulSet", "Deployment"):
+            found.append((path.name, document["spec"]["template"]))
+    return found
+
+
+def test_every_compiled_example_pod_meets_restricted() -> None:
+    templates = templates_in_output()
+    assert len(templates) >= 10
+    for name, template in templates:
+        assert level_of(template) == ("restricted", []), name
+
+
+@pytest.mark.parametrize(
+    ("change", "level", "reason"),
+    [
+        (lambda s: s["securityContext"].update(runAsUser=0), "baseline", "user 0"),
+        (lambda s: s["securityContext"].pop("runAsNonRoot"), "baseline", "runAsNonRoot"),
+        (lambda s: s["securityContext"].pop("seccompProfile"), "baseline", "seccompProfile"),
+        (lambda s: s["containers"][0]["securityContext"].pop("allowPrivilegeEscalation"),
+         "baseline", "allowPrivilegeEscalation"),
+        (lambda s: s["containers"][0]["securityContext"]["capabilities"].update(drop=[]),
+         "baseline", "drop ALL"),
+        (lambda s: s["volumes"].append({"name": "nfs", "nfs": {"server": "a", "path": "/"}}),
+         "baseline", "volume nfs is of type nfs"),
+        (lambda s: s["containers"][0]["securityContext"].update(privileged=True),
+         "privileged", "privileged"),
+        (lambda s: s.update(hostNetwork=True), "privileged", "hostNetwork"),
+        (lambda s: s["volumes"].append({"name": "host", "hostPath": {"path": "/"}}),
+         "privileged", "hostPath"),
+        (lambda s: s["containers"][0]["securityContext"]["capabilities"].update(
+            add=["SYS_ADMIN"]), "privileged", "SYS_ADMIN"),
+    ],
+)
+def test_each_rule_lowers_the_level(change: Callable[[dict[str, Any]], None], level: str,
+                                    reason: str) -> None:
+    _, template = templates_in_output()[0]
+    changed = copy.deepcopy(template)
+    change(changed["spec"])
+    found, reasons = level_of(changed)
+    assert found == level
+    assert any(reason in text for text in reasons), reasons
+
+
+def test_validate_reports_the_level_of_a_job_that_runs_as_root(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    assert run_cli("build", str(write_job(ROOT_JOB)), "-o", str(tmp_path / "out")).status == 0
+    result = run_cli("validate", str(tmp_path / "out" / "rooted"))
+    assert result.status == 0, result.stdout
+    assert ('note: StatefulSet/rooted-worker: its pods meet Pod Security "baseline", not '
+            '"restricted" (container tensorflow does not run with runAsNonRoot: true; '
+            'container tensorflow runs as user 0; the pod runs as user 0)') in result.stdout
+
+
+def test_validate_says_the_examples_meet_restricted(
+    run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    assert run_cli("build", str(EXAMPLES / "parameter-server"), "-o",
+                   str(tmp_path / "out")).status == 0
+    result = run_cli("validate", str(tmp_path / "out" / "parameter-server"))
+    assert result.status == 0
+    (line,) = [line for line in result.stdout.splitlines()
+               if 'note: Pod Security "restricted" is met by the pods of' in line]
+    for workload in ("StatefulSet/parameter-server-chief", "StatefulSet/parameter-server-worker",
+                     "StatefulSet/parameter-server-ps", "StatefulSet/parameter-server-evaluator",
+                     "Deployment/parameter-server-tensorboard"):
+        assert workload in line
+    assert "not \"restricted\"" not in result.stdout
