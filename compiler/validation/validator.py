@@ -67,7 +67,6 @@ def validate_rendered(
         )
     problems.extend(found)
     notes.extend(found_notes)
-    notes.extend(pod_security_notes(objects))
     return ValidationReport(
         directory=directory,
         kubernetes_version=version,
@@ -93,6 +92,7 @@ def _cluster_checks(
     )
     problems = [*name_problems(objects, pods), *size_problems(objects)]
     found, notes = topology_problems(objects, pods)
+    notes.extend(pod_security_notes(objects))
     problems.extend(found)
     prerequisites, reference_problems = prerequisites_of(objects)
     problems.extend(reference_problems)
