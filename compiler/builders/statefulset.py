@@ -12,6 +12,7 @@ from .. import launcher
 from ..labels import GPU_LABEL, REVISION_ANNOTATION, object_labels, role_selector
 from ..names import role_name
 from ..topology import environment
+from .gang import gang_template
 from .metadata import object_metadata, template_metadata
 from .pod_security import (
     HOME_DIRECTORY,
@@ -195,13 +196,14 @@ def statefulset(
 def pod_template(
     job: TrainingJob, role: Role, role_key: RoleName, generated: dict[str, Any]
 ) -> dict[str, Any]:
-    """The generated template with the job's `podTemplate` and then the role's merged in,
-    every container secured, and an empty toleration list on GPU roles (the gpu component
-    appends its toleration to it)."""
+    """The generated template with the job's `podTemplate` and then the role's merged in, then
+    what the gang scheduler needs; every container secured, and an empty toleration list on
+    GPU roles (the gpu component appends its toleration to it)."""
     fragments = [fragment for fragment in (job.spec.pod_template, role.pod_template)
                  if fragment is not None]
     template = generated
-    for fragment in fragments:
+    gang = gang_template(job)
+    for fragment in [*fragments, *([gang] if gang is not None else [])]:
         template = merge_pod_template(template, fragment)
     spec = secure_containers(template["spec"])
     settle_token(spec, fragments)
