@@ -13,6 +13,7 @@ from pathlib import Path
 from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
+from .dropped_entries import dropped_entry_problems
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
@@ -40,7 +41,9 @@ def validate(
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
-    return validate_rendered(render(directory), directory, version, secrets)
+    report = validate_rendered(render(directory), directory, version, secrets)
+    report.problems.extend(dropped_entry_problems(directory, report.objects))
+    return report
 
 
 def validate_rendered(
