@@ -9,6 +9,7 @@ and what a StatefulSet or the chosen gang scheduler needs.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +27,10 @@ RESERVED_VOLUMES = ("script", "tfcompile-state", "tfcompile-home", "tfcompile-tm
 
 
 def check_kubernetes_fields(
-    job: TrainingJob, reserved_environment: tuple[str, ...], reserved_mount_path: str
+    job: TrainingJob,
+    reserved_environment: tuple[str, ...],
+    reserved_mount_path: str,
+    secret_name: re.Pattern[str],
 ) -> Iterator[Problem]:
     """Every problem of the job's pod templates, scheduling, NetworkPolicy and TensorBoard."""
     spec = job.spec
@@ -41,7 +45,7 @@ def check_kubernetes_fields(
         yield from found
         if not found:
             yield from owned_field_problems(path, fragment, reserved_environment,
-                                            RESERVED_VOLUMES, reserved_mount_path)
+                                            RESERVED_VOLUMES, reserved_mount_path, secret_name)
     yield from _check_scheduling(spec)
     yield from _check_network_policy(spec)
     yield from _check_tensorboard_exposure(spec)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
@@ -184,6 +185,7 @@ def owned_field_problems(
     reserved_environment: tuple[str, ...],
     reserved_volumes: tuple[str, ...],
     reserved_mount_path: str,
+    secret_name: re.Pattern[str],
 ) -> Iterator[Problem]:
     """Fields of a (schema-valid) fragment that tfcompile sets itself or a StatefulSet forbids,
     each with the spec field to use instead."""
@@ -218,6 +220,13 @@ def owned_field_problems(
             elif container.get("name") == TENSORFLOW_CONTAINER:
                 yield Problem((*where, "name"), f"{TENSORFLOW_CONTAINER!r} is the name of "
                               "tfcompile's training container; choose another name")
+            for variable_index, variable in enumerate(container.get("env") or []):
+                if variable.get("value") and secret_name.search(str(variable.get("name"))):
+                    yield Problem(
+                        (*where, "env", variable_index, "value"),
+                        "looks like a secret written into the spec; secret values never belong "
+                        "in git: use valueFrom: {secretKeyRef: {name: <existing Secret>, key: "
+                        "<key>}}")
             for mount_index, mount in enumerate(container.get("volumeMounts") or []):
                 mount_path = str(mount.get("mountPath", ""))
                 if (mount_path.rstrip("/") + "/").startswith(reserved_mount_path + "/"):

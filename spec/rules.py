@@ -58,7 +58,8 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
-    yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
+    yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH,
+                                       SECRET_LOOKING_NAME)
 
 
 def _check_labels(job: TrainingJob) -> Iterator[Problem]:

@@ -266,6 +266,24 @@ def test_pod_template_mistakes_are_reported_at_their_place(
     assert "Traceback" not in result.stderr
 
 
+def test_a_secret_in_a_sidecars_env_is_refused_without_echoing_it(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: uploader
+              image: amazon/aws-cli:2.15.0
+              env: [{name: AWS_SECRET_ACCESS_KEY, value: hunter2-very-secret}]
+        """), "  "), worker="")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    assert "spec.podTemplate.spec.containers[0].env[0].value: looks like a secret" \
+        in result.stderr
+    assert "hunter2" not in result.stderr
+
+
 def test_owned_fields_of_a_valid_template_name_the_field_to_use(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
