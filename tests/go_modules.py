@@ -16,6 +16,7 @@ import pytest
 KUEUE = ("sigs.k8s.io/kueue", "v0.17.0")
 SCHEDULER_PLUGINS = ("sigs.k8s.io/scheduler-plugins", "v0.31.8")
 VOLCANO_APIS = ("volcano.sh/apis", "v1.12.1")
+POD_SECURITY_ADMISSION = ("k8s.io/pod-security-admission", "v0.33.0")
 
 
 def module_directory(module: tuple[str, str]) -> Path:
