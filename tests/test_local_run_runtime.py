@@ -461,14 +461,18 @@ def test_a_setup_failure_ends_with_exit_1_and_leaves_nothing(
 
 def test_an_unexpected_error_still_stops_and_removes_everything(
         tmp_path: Path, token: str, unchanged_host: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    output = io.StringIO()
+
     def broken(pod: supervisor.PodRun) -> bool:
-        time.sleep(0.5)
+        # Fail once the container runs (its start takes a while on a loaded machine).
+        deadline = time.monotonic() + 60
+        while "job-worker-0 | up" not in output.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.1)
         raise RuntimeError("unexpected")
 
     monkeypatch.setattr(supervisor.PodRun, "succeeded", broken)
     code = f"import time  # {token}\nprint('up', flush=True)\ntime.sleep(3600)"
     pods = [make_pod("job-worker-0", "job-worker", [python_container(code)], grace=0)]
-    output = io.StringIO()
     with pytest.raises(RuntimeError, match="unexpected"):
         run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"]))
     assert "job-worker-0 | up" in output.getvalue()
