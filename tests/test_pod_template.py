@@ -146,6 +146,34 @@ def test_containers_merge_by_name_and_sidecars_follow(objects: list[dict[str, An
     assert "tfcompile-state" in volumes
 
 
+def test_an_env_var_or_volume_of_a_role_replaces_the_jobs_entry_of_that_name(
+    tmp_path: Path,
+) -> None:
+    objects = compile_job(tmp_path, JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: tensorflow
+              volumeMounts: [{name: data, mountPath: /data}]
+            volumes: [{name: data, emptyDir: {}}]
+        """), "  "), worker=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: tensorflow
+              env: [{name: EPOCHS, valueFrom: {configMapKeyRef: {name: settings, key: epochs}}}]
+            volumes: [{name: data, persistentVolumeClaim: {claimName: dataset}}]
+        """), "      ")))
+    spec = template_of(objects, "demo-worker")["spec"]
+    assert by_name(spec["volumes"])["data"] == {"name": "data",
+                                                "persistentVolumeClaim": {"claimName": "dataset"}}
+    assert by_name(spec["containers"][0]["env"])["EPOCHS"] == {
+        "name": "EPOCHS", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "epochs"}}}
+    chief = template_of(objects, "demo-chief")["spec"]
+    assert by_name(chief["volumes"])["data"] == {"name": "data", "emptyDir": {}}
+    assert by_name(chief["containers"][0]["env"])["EPOCHS"] == {"name": "EPOCHS", "value": "3"}
+
+
 def test_every_container_is_restricted_by_default(objects: list[dict[str, Any]]) -> None:
     spec = template_of(objects, "demo-worker")["spec"]
     assert spec["securityContext"] == {

@@ -5,8 +5,9 @@ keys of Kubernetes' own schema (`x-kubernetes-patch-merge-key`): containers, ini
 volumes by name, mounts by path, env by name, ports by container port, … . One difference: a
 list Kubernetes would replace wholesale (tolerations, node selector terms, …) is appended to,
 without duplicates, so nothing tfcompile, the job or a role added is lost. `command` and `args`
-are the one exception, since two command lines cannot be joined. Maps merge key by key; a
-scalar in the fragment replaces the generated one.
+are the one exception, since two command lines cannot be joined, and an env variable or a volume
+of a name already there is replaced whole (its source is one of several fields). Maps merge key by
+key; a scalar in the fragment replaces the generated one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from tfcompile.spec.pod_template import ROOT_DEFINITION, definition, resolve
 
 REPLACED_LISTS = ("command", "args")
 """Lists a fragment replaces: a command line is one value."""
+
+REPLACED_ENTRIES = ("io.k8s.api.core.v1.EnvVar", "io.k8s.api.core.v1.Volume")
+"""List entries a fragment replaces whole when the merge key matches: each holds one of several
+sources (`value` or `valueFrom`, `emptyDir` or `persistentVolumeClaim`, …), and merging two
+sources into one entry would give an object Kubernetes refuses."""
 
 
 def merge_pod_template(base: Mapping[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,7 +77,9 @@ def _merge_list(base: list[Any], patch: list[Any], schema: Mapping[str, Any]) ->
                 None,
             )
             if position is not None:
-                merged[position] = _merge_map(merged[position], item, items)
+                replaced = items.get("$ref", "").removeprefix("#/$defs/") in REPLACED_ENTRIES
+                merged[position] = (copy.deepcopy(dict(item)) if replaced
+                                    else _merge_map(merged[position], item, items))
                 continue
         if item not in merged:
             merged.append(copy.deepcopy(item))
