@@ -171,3 +171,24 @@ def test_scheduler_name_in_a_pod_template_points_at_scheduling(
     assert result.status == 2
     assert "spec.podTemplate.spec.schedulerName: not allowed in podTemplate: set " \
            "spec.scheduling" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "requires"),
+    [
+        ("{gang: volcano, queue: gpu-queue}", "requires: Queue/gpu-queue: used by PodGroup/gang"),
+        ("{gang: kueue, queue: team-a}",
+         "requires: LocalQueue/team-a in namespace research: used by StatefulSet/gang-chief, "
+         "StatefulSet/gang-ps, StatefulSet/gang-worker"),
+    ],
+)
+def test_validate_lists_the_queue_to_create_first(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+    scheduling: str, requires: str,
+) -> None:
+    output = tmp_path / "out"
+    assert run_cli("build", str(write_job(JOB.format(scheduling=scheduling))), "-o",
+                   str(output)).status == 0
+    result = run_cli("validate", str(output / "gang"))
+    assert result.status == 0, result.stdout
+    assert requires in result.stdout

@@ -54,6 +54,9 @@ def test_each_ported_job_validates(name: str, tmp_path: Path,
     result = run_cli("validate", str(directory))
     assert result.status == 0, result.stdout
     assert "error:" not in result.stdout
+    if name == "private-registry":
+        assert "requires: PriorityClass/batch-high: used by" in result.stdout
+        assert "requires: ServiceAccount/resnet-trainer: used by" in result.stdout
     assert 'not "restricted"' not in result.stdout
 
 
