@@ -96,3 +96,14 @@ def test_an_open_load_balancer_tensorboard_is_refused(
     bad = text.replace("LoadBalancer}", "LoadBalancer, loadBalancerSourceRanges: [anywhere]}")
     result = run_cli("build", str(write_job(bad)), "-o", str(tmp_path / "out2"))
     assert result.status == 2 and "not a CIDR" in result.stderr
+
+
+def test_tensorboard_pulls_with_the_jobs_image_pull_secrets(tmp_path: Path) -> None:
+    objects = compile_with(tmp_path, """\
+        tensorboard: {logDir: /mnt/shared}
+        podTemplate: {spec: {imagePullSecrets: [{name: registry}], nodeSelector: {pool: gpu}}}
+        """)
+    (deployment,) = [item for item in objects if item["kind"] == "Deployment"]
+    spec = deployment["spec"]["template"]["spec"]
+    assert spec["imagePullSecrets"] == [{"name": "registry"}]
+    assert "nodeSelector" not in spec  # the training pods' placement is not TensorBoard's

@@ -51,6 +51,15 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
         ],
         "securityContext": container_security_context(),
     }
+    pod_spec: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(),
+    }
+    pull_secrets = ((job.spec.pod_template or {}).get("spec") or {}).get("imagePullSecrets")
+    if pull_secrets:
+        # TensorBoard runs the job's image unless told otherwise: the same registry credentials.
+        pod_spec["imagePullSecrets"] = pull_secrets
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -61,9 +70,7 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
             "template": {
                 "metadata": template_metadata(job, labels, {}),
                 "spec": {
-                    "enableServiceLinks": False,
-                    "automountServiceAccountToken": False,
-                    "securityContext": pod_security_context(),
+                    **pod_spec,
                     "containers": [container],
                     "volumes": [
                         {
