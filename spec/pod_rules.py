@@ -21,6 +21,9 @@ from .pod_template import (
 )
 from .problems import FieldPath, Problem
 
+SHIPPED_WITHOUT_INTERNAL = {"gpu"}
+"""Components that cannot make a load balancer internal."""
+
 RESERVED_VOLUMES = ("script", "tfcompile-state", "tfcompile-home", "tfcompile-tmp", "shared",
                     "scratch")
 """Volume names tfcompile gives the pods of a role."""
@@ -93,12 +96,14 @@ def _check_tensorboard_exposure(spec: JobSpec) -> Iterator[Problem]:
                           "only a LoadBalancer Service has source ranges: remove them or set "
                           "serviceType: LoadBalancer")
         return
-    if tensorboard.load_balancer_source_ranges or "azure" in spec.overlays:
+    if tensorboard.load_balancer_source_ranges or set(spec.overlays) - SHIPPED_WITHOUT_INTERNAL:
+        # azure makes it internal; a component of the user's own may too, which `validate`
+        # judges on the rendered Service.
         return
     yield Problem(
         (*where, "serviceType"),
         "a LoadBalancer TensorBoard with no source ranges is open to the internet (TensorBoard "
         "has no authentication): list the client CIDRs in tensorboard.loadBalancerSourceRanges, "
-        "add a component that makes the load balancer internal (the azure overlay does), or use "
-        "ClusterIP and `kubectl port-forward`",
+        "name a component that makes the load balancer internal (the azure overlay does), or "
+        "use ClusterIP and `kubectl port-forward`",
     )

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Result
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
@@ -107,3 +109,44 @@ def test_tensorboard_pulls_with_the_jobs_image_pull_secrets(tmp_path: Path) -> N
     spec = deployment["spec"]["template"]["spec"]
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
     assert "nodeSelector" not in spec  # the training pods' placement is not TensorBoard's
+
+
+INTERNAL = """\
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+patches:
+- target: {kind: Service, labelSelector: tfcompile.dev/load-balancer=true}
+  patch: |-
+    apiVersion: v1
+    kind: Service
+    metadata:
+      name: any
+      annotations: {networking.gke.io/load-balancer-type: Internal}
+"""
+
+LABEL_ONLY = """\
+apiVersion: kustomize.config.k8s.io/v1alpha1
+kind: Component
+commonAnnotations: {team: vision}
+"""
+
+
+@pytest.mark.parametrize(("component", "exposed"), [(INTERNAL, False), (LABEL_ONLY, True)])
+def test_validate_judges_a_load_balancer_a_users_component_handles(
+    tmp_path: Path, run_cli: Callable[..., Result], component: str, exposed: bool,
+) -> None:
+    (tmp_path / "overlays" / "cloud").mkdir(parents=True)
+    (tmp_path / "overlays" / "cloud" / "kustomization.yaml").write_text(component)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "job.yaml").write_text(JOB.format(extra=(
+        "  tensorboard: {logDir: /mnt/shared, serviceType: LoadBalancer}\n"
+        "  overlays: [cloud]\n")))
+    output = tmp_path / "output"
+    assert run_cli("build", str(jobs), "-o", str(output), "--overlays",
+                   str(tmp_path / "overlays")).status == 0
+    result = run_cli("validate", str(output / "demo"))
+    assert (result.status == 1) is exposed, result.stdout
+    assert ("error: Service/demo-tensorboard: a LoadBalancer with no loadBalancerSourceRanges "
+            "and no internal-load-balancer annotation is reachable from the internet"
+            in result.stdout) is exposed

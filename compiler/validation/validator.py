@@ -14,6 +14,7 @@ from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
 from .dropped_entries import dropped_entry_problems
+from .exposure import exposure_problems
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
@@ -93,7 +94,8 @@ def _cluster_checks(
         secrets=secrets,
         strict_environment_names=(major, minor) < _RELAXED_ENVIRONMENT_NAMES_FROM,
     )
-    problems = [*name_problems(objects, pods), *size_problems(objects)]
+    problems = [*name_problems(objects, pods), *size_problems(objects),
+                *exposure_problems(objects)]
     found, notes = topology_problems(objects, pods)
     notes.extend(pod_security_notes(objects))
     problems.extend(found)
