@@ -49,9 +49,52 @@ def check_kubernetes_fields(
         if not found:
             yield from owned_field_problems(path, fragment, reserved_environment,
                                             RESERVED_VOLUMES, reserved_mount_path, secret_name)
+    yield from _check_root(job)
     yield from _check_scheduling(spec)
     yield from _check_network_policy(spec)
     yield from _check_tensorboard_exposure(spec)
+
+
+def _contexts(path: FieldPath, fragment: dict[str, Any] | None) -> Iterator[
+        tuple[str | None, FieldPath, dict[str, Any]]]:
+    """Each `securityContext` of a fragment: (None for the pod's, else the container's name,
+    its field path, the context)."""
+    spec = (fragment or {}).get("spec") or {}
+    if isinstance(spec.get("securityContext"), dict):
+        yield None, (*path, "spec", "securityContext"), spec["securityContext"]
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            context = container.get("securityContext") if isinstance(container, dict) else None
+            if isinstance(context, dict):
+                yield (str(container.get("name")),
+                       (*path, "spec", kind, index, "securityContext"), context)
+
+
+def _check_root(job: TrainingJob) -> Iterator[Problem]:
+    """User 0 under tfcompile's default `runAsNonRoot: true` never starts (the kubelet refuses
+    it): a job that runs as root says `runAsNonRoot: false` too."""
+    spec = job.spec
+    reported: set[FieldPath] = set()
+    for name, role in spec.roles.defined():
+        contexts = [*_contexts(("spec", "podTemplate"), spec.pod_template),
+                    *_contexts(("spec", "roles", name.value, "podTemplate"), role.pod_template)]
+        pod: dict[str, Any] = {}
+        for owner, _, context in contexts:
+            if owner is None:
+                pod.update(context)
+        for owner, path, context in contexts:
+            if context.get("runAsUser") != 0 or (*path, "runAsUser") in reported:
+                continue
+            if owner is None:
+                non_root = pod.get("runAsNonRoot", True)
+            else:
+                own = [c for o, _, c in contexts if o == owner and "runAsNonRoot" in c]
+                non_root = own[-1]["runAsNonRoot"] if own else pod.get("runAsNonRoot", True)
+            if non_root is not False:
+                reported.add((*path, "runAsUser"))
+                yield Problem((*path, "runAsUser"),
+                              "user 0 under runAsNonRoot: true (tfcompile's default) never "
+                              "starts: add runAsNonRoot: false next to it to run as root")
 
 
 def _check_scheduling(spec: JobSpec) -> Iterator[Problem]:

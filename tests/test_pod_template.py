@@ -367,3 +367,26 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
     names = [v["name"] for v in tensorflow["env"]]
     assert names[-1] == "HDF5_USE_FILE_LOCKING" and "POD_IP" in names
     assert {"dshm", "dataset", "tfcompile-state"} <= {v["name"] for v in spec["volumes"]}
+
+
+def test_running_as_root_needs_run_as_non_root_false(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            securityContext: {runAsUser: 0}
+            containers:
+            - name: helper
+              image: busybox:1.36
+              securityContext: {runAsUser: 0, runAsNonRoot: false}
+        """), "  "), worker="")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    lines = [line for line in result.stderr.splitlines() if "runAsUser" in line]
+    assert len(lines) == 1, lines
+    assert ("spec.podTemplate.spec.securityContext.runAsUser: user 0 under runAsNonRoot: true "
+            "(tfcompile's default) never starts: add runAsNonRoot: false") in lines[0]
+    fixed = text.replace("securityContext: {runAsUser: 0}",
+                         "securityContext: {runAsUser: 0, runAsNonRoot: false}")
+    assert run_cli("build", str(write_job(fixed)), "-o", str(tmp_path / "out")).status == 0
