@@ -18,15 +18,11 @@ from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Any
 
-# jsonschema ships no type information (its stubs are the separate types-jsonschema).
-import jsonschema  # type: ignore[import-untyped, unused-ignore]
-from referencing import Registry
-
 from .problems import FieldPath, Problem
 
 SCHEMA_KUBERNETES_VERSION = "1.33"
-"""The Kubernetes minor whose pod template schema `podTemplate` is checked against: the oldest
-default `validate` uses, so what passes here applies to that version and newer ones."""
+"""The Kubernetes minor whose pod template schema `podTemplate` is checked against: the one
+`validate` checks by default, so a field newer Kubernetes versions added is refused here too."""
 
 ROOT_DEFINITION = "io.k8s.api.core.v1.PodTemplateSpec"
 INGRESS_RULE_DEFINITION = "io.k8s.api.networking.v1.NetworkPolicyIngressRule"
@@ -117,7 +113,11 @@ def with_kubernetes_definitions(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def _validator(root: str) -> jsonschema.Draft202012Validator:
+def _validator(root: str) -> Any:
+    # Imported here: only jobs with a podTemplate or ingress rules pay for the schema machinery.
+    import jsonschema
+    from referencing import Registry
+
     schema = {"$defs": definitions(), "$ref": f"{DEFINITIONS_PREFIX}{root}"}
     return jsonschema.Draft202012Validator(schema, registry=Registry())
 

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .pod_template import merge_security_context
+from .pod_template import merge_maps
 
 RUN_AS_USER = 1000
 RUN_AS_GROUP = 1000
@@ -50,7 +50,7 @@ def secure_containers(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     secured = copy.deepcopy(dict(pod_spec))
     for kind in ("initContainers", "containers"):
         for container in secured.get(kind) or []:
-            container["securityContext"] = merge_security_context(
+            container["securityContext"] = merge_maps(
                 container_security_context(), container.get("securityContext") or {}
             )
     return secured

@@ -86,8 +86,9 @@ def _merge_list(base: list[Any], patch: list[Any], schema: Mapping[str, Any]) ->
     return merged
 
 
-def merge_security_context(base: Mapping[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
-    """A container `securityContext` with `fragment` merged over `base` (lists appended)."""
-    schema = definition("io.k8s.api.core.v1.Container")["properties"]["securityContext"]
-    merged: dict[str, Any] = _merge_map(base, fragment, schema)
+def merge_maps(base: Mapping[str, Any], fragment: Mapping[str, Any]) -> dict[str, Any]:
+    """`fragment` merged over `base` where no list has a merge key (a `securityContext`, the
+    labels and annotations of a gang): maps key by key, lists appended. It needs no schema, so
+    a job without `podTemplate` never loads one."""
+    merged: dict[str, Any] = _merge_map(base, fragment, {})
     return merged

@@ -23,7 +23,7 @@ from .pod_security import (
     secure_containers,
     settle_token,
 )
-from .pod_template import merge_pod_template
+from .pod_template import merge_maps, merge_pod_template
 from .service import PORT_NAME
 from .storage import claim_name
 
@@ -202,9 +202,11 @@ def pod_template(
     fragments = [fragment for fragment in (job.spec.pod_template, role.pod_template)
                  if fragment is not None]
     template = generated
-    gang = gang_template(job)
-    for fragment in [*fragments, *([gang] if gang is not None else [])]:
+    for fragment in fragments:
         template = merge_pod_template(template, fragment)
+    gang = gang_template(job)
+    if gang is not None:
+        template = merge_maps(template, gang)
     spec = secure_containers(template["spec"])
     settle_token(spec, fragments)
     if role.gpus and "tolerations" not in spec:
