@@ -61,21 +61,27 @@ def entries_of(kubernetes_object: Mapping[str, Any]) -> list[Entry]:
     if spec is None:
         return []
     found: list[Entry] = []
-    for toleration in spec.get("tolerations") or []:
+
+    def items(node: Any, field: str) -> list[Mapping[str, Any]]:
+        value = node.get(field) if isinstance(node, Mapping) else None
+        return [item for item in value if isinstance(item, Mapping)] \
+            if isinstance(value, list) else []
+
+    for toleration in items(spec, "tolerations"):
         found.append(("toleration", _toleration(toleration)))
-    for secret in spec.get("imagePullSecrets") or []:
+    for secret in items(spec, "imagePullSecrets"):
         found.append(("image pull secret", str(secret.get("name"))))
-    for volume in spec.get("volumes") or []:
+    for volume in items(spec, "volumes"):
         found.append(("volume", str(volume.get("name"))))
     for kind, label in (("initContainers", "init container"), ("containers", "container")):
-        for container in spec.get(kind) or []:
+        for container in items(spec, kind):
             name = str(container.get("name"))
             found.append((label, name))
-            for variable in container.get("env") or []:
+            for variable in items(container, "env"):
                 found.append(("env var", f"{variable.get('name')} of container {name}"))
-            for mount in container.get("volumeMounts") or []:
+            for mount in items(container, "volumeMounts"):
                 found.append(("mount", f"{mount.get('mountPath')} of container {name}"))
-            for port in container.get("ports") or []:
+            for port in items(container, "ports"):
                 found.append(("port", f"{port.get('containerPort')} of container {name}"))
     return found
 
