@@ -390,3 +390,24 @@ def test_running_as_root_needs_run_as_non_root_false(
     fixed = text.replace("securityContext: {runAsUser: 0}",
                          "securityContext: {runAsUser: 0, runAsNonRoot: false}")
     assert run_cli("build", str(write_job(fixed)), "-o", str(tmp_path / "out")).status == 0
+
+
+def test_the_order_of_keys_in_a_pod_template_changes_no_output(tmp_path: Path) -> None:
+    def compiled(labels: str, selector: str) -> list[dict[str, Any]]:
+        directory = tmp_path / labels.replace(" ", "").replace(":", "")[:8]
+        directory.mkdir()
+        return compile_job(directory, JOB.format(extra=textwrap.indent(textwrap.dedent(f"""\
+            podTemplate:
+              metadata: {{labels: {labels}}}
+              spec:
+                nodeSelector: {selector}
+                containers:
+                - name: tensorflow
+                  resources: {{limits: {{memory: 1Gi, cpu: "2"}}}}
+            """), "  "), worker=""))
+
+    first = compiled("{b: '1', a: '2'}", "{z: '1', y: '2'}")
+    second = compiled("{a: '2', b: '1'}", "{y: '2', z: '1'}")
+    assert json.dumps(first) == json.dumps(second)
+    spec = template_of(first, "demo-worker")["spec"]
+    assert list(spec["nodeSelector"]) == ["y", "z"]

@@ -45,22 +45,41 @@ def _value_schema(schema: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return extra if isinstance(extra, Mapping) else {}
 
 
+def _free_form(schema: Mapping[str, Any]) -> bool:
+    resolved = resolve(schema)
+    return "properties" not in resolved and isinstance(resolved.get("additionalProperties"),
+                                                        Mapping)
+
+
+def _copy(value: Any, schema: Mapping[str, Any]) -> Any:
+    """A deep copy of a fragment's value, the keys of its free-form maps (labels, nodeSelector,
+    limits) in name order, as every map from the user is, so reordering them changes nothing."""
+    if isinstance(value, Mapping):
+        entries = sorted(value.items()) if _free_form(schema) else list(value.items())
+        return {key: _copy(item, _value_schema(schema, key)) for key, item in entries}
+    if isinstance(value, list):
+        items = resolve(schema).get("items", {})
+        return [_copy(item, items) for item in value]
+    return value
+
+
 def _merge(base: Any, patch: Any, schema: Mapping[str, Any], key: str) -> Any:
     if isinstance(base, Mapping) and isinstance(patch, Mapping):
         return _merge_map(base, patch, schema)
     if isinstance(base, list) and isinstance(patch, list) and key not in REPLACED_LISTS:
         return _merge_list(base, patch, schema)
-    return copy.deepcopy(patch)
+    return _copy(patch, schema)
 
 
 def _merge_map(base: Mapping[str, Any], patch: Mapping[str, Any],
                schema: Mapping[str, Any]) -> dict[str, Any]:
     merged = {key: copy.deepcopy(value) for key, value in base.items()}
-    for key, value in patch.items():
+    entries = sorted(patch.items()) if _free_form(schema) else list(patch.items())
+    for key, value in entries:
         if key in merged and value is not None:
             merged[key] = _merge(merged[key], value, _value_schema(schema, key), key)
         elif value is not None:
-            merged[key] = copy.deepcopy(value)
+            merged[key] = _copy(value, _value_schema(schema, key))
     return merged
 
 
@@ -78,11 +97,11 @@ def _merge_list(base: list[Any], patch: list[Any], schema: Mapping[str, Any]) ->
             )
             if position is not None:
                 replaced = items.get("$ref", "").removeprefix("#/$defs/") in REPLACED_ENTRIES
-                merged[position] = (copy.deepcopy(dict(item)) if replaced
+                merged[position] = (_copy(item, items) if replaced
                                     else _merge_map(merged[position], item, items))
                 continue
         if item not in merged:
-            merged.append(copy.deepcopy(item))
+            merged.append(_copy(item, items))
     return merged
 
 

@@ -166,7 +166,7 @@ def statefulset(
         container["resources"] = resources
     container["volumeMounts"] = mounts
     template = pod_template(
-        job, role, role_key,
+        job, role,
         {
             "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
             "spec": {
@@ -193,9 +193,7 @@ def statefulset(
     }
 
 
-def pod_template(
-    job: TrainingJob, role: Role, role_key: RoleName, generated: dict[str, Any]
-) -> dict[str, Any]:
+def pod_template(job: TrainingJob, role: Role, generated: dict[str, Any]) -> dict[str, Any]:
     """The generated template with the job's `podTemplate` and then the role's merged in, then
     what the gang scheduler needs; every container secured, and an empty toleration list on
     GPU roles (the gpu component appends its toleration to it)."""
