@@ -108,3 +108,20 @@ def test_the_shipped_components_only_add(tmp_path: Path, run_cli: Callable[..., 
     assert result.status == 0, result.stdout
     assert "dropped" not in result.stdout
     assert textwrap.dedent("no problems") in result.stdout.splitlines()[0]
+
+
+def test_a_users_overlay_naming_a_component_is_checked_too(
+    tmp_path: Path, run_cli: Callable[..., Result],
+) -> None:
+    jobs = repository(tmp_path, "gpu", {"spot": SPOT})
+    output = tmp_path / "output"
+    assert run_cli("build", str(jobs), "-o", str(output), "--overlays",
+                   str(tmp_path / "overlays")).status == 0
+    overlay = tmp_path / "production"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../output/fight]\ncomponents: [../overlays/spot]\n")
+    result = run_cli("validate", str(overlay))
+    assert result.status == 1
+    assert ("component ../overlays/spot dropped the toleration key nvidia.com/gpu, operator "
+            "Exists, effect NoSchedule that the compiled output had") in result.stdout

@@ -138,8 +138,10 @@ def _render_with(directory: Path, kustomization: tuple[Path, dict[str, Any]],
     ]
     if not components:
         changed.pop("components")
-    changed["resources"] = [_relocated(str(entry), directory, copy)
-                            for entry in document.get("resources") or []]
+    for field in ("resources", "bases"):
+        if field in document:
+            changed[field] = [_relocated(str(entry), directory, copy)
+                              for entry in document.get(field) or []]
     (copy / path.name).write_text(json.dumps(changed), encoding="utf-8")
     return parse_manifests(render(copy), source=str(directory))
 
