@@ -248,9 +248,26 @@ class Scheduling(SpecModel):
 
 class NetworkPolicySettings(SpecModel):
     """The job's NetworkPolicy: its own pods reach each other on every port; `ingress` adds
-    more sources (for example a metrics port from a monitoring namespace)."""
+    more sources (for example a metrics port from a monitoring namespace). `true` and `false`
+    stand for `{}` and no NetworkPolicy."""
 
+    enabled: StrictBool = True
     ingress: list[NetworkPolicyIngressRule] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_boolean(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            return {"enabled": data}
+        if not isinstance(data, dict):
+            raise ValueError("give true, false, or {ingress: [<NetworkPolicy ingress rule>...]}")
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"anyOf": [{"type": "boolean"}, handler(core_schema)]}
 
 
 class Role(SpecModel):
@@ -338,8 +355,8 @@ class JobSpec(SpecModel):
     storage: Storage = Field(default_factory=Storage)
     tensorboard: TensorBoard | None = None
     overlays: list[OverlayName] = Field(default_factory=list)
-    network_policy: StrictBool | NetworkPolicySettings = Field(
-        default=True,
+    network_policy: NetworkPolicySettings = Field(
+        default_factory=NetworkPolicySettings,
         description="Emit a NetworkPolicy admitting this job's own pods on every port (false: "
         "none); `{ingress: [...]}` admits more sources.",
     )
@@ -349,11 +366,7 @@ class JobSpec(SpecModel):
 
     def network_policy_settings(self) -> NetworkPolicySettings | None:
         """The NetworkPolicy's settings, or None when the job asks for none."""
-        if self.network_policy is False:
-            return None
-        if self.network_policy is True:
-            return NetworkPolicySettings()
-        return self.network_policy
+        return self.network_policy if self.network_policy.enabled else None
 
     def resolved_strategy(self) -> Strategy:
         """The strategy given, or the one inferred: ParameterServer when the job has ps."""

@@ -150,3 +150,22 @@ def test_validate_judges_a_load_balancer_a_users_component_handles(
     assert ("error: Service/demo-tensorboard: a LoadBalancer with no loadBalancerSourceRanges "
             "and no internal-load-balancer annotation is reachable from the internet"
             in result.stdout) is exposed
+
+
+@pytest.mark.parametrize(
+    ("setting", "at", "says"),
+    [
+        ("{ingres: []}", "spec.networkPolicy.ingres", "unknown field; allowed here: enabled, "
+         "ingress"),
+        ('"yes"', "spec.networkPolicy", "give true, false, or {ingress:"),
+    ],
+)
+def test_a_wrong_network_policy_setting_says_what_is_allowed(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+    setting: str, at: str, says: str,
+) -> None:
+    text = JOB.format(extra=f"  networkPolicy: {setting}\n")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    (line,) = result.stderr.splitlines()[:-1]
+    assert f": {at}: {says}" in line
