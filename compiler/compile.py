@@ -13,6 +13,7 @@ from typing import Any
 
 from tfcompile.spec.loading import LoadedJob
 
+from .builders.gang import pod_group
 from .builders.network_policy import network_policy
 from .builders.script import script_config_map, script_name
 from .builders.service import headless_service
@@ -65,6 +66,9 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     roles = job.spec.roles.defined()
     for role_key, _ in roles:
         objects.append(headless_service(job, role_key))
+    group = pod_group(job)
+    if group is not None:
+        objects.append(group)
     sets = [
         statefulset(job, role_key, role, script, script_map, revision="")
         for role_key, role in roles
@@ -73,7 +77,7 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if job.spec.tensorboard is not None:
         objects.append(tensorboard_deployment(job))
         objects.append(tensorboard_service(job))
-    if job.spec.network_policy:
+    if job.spec.network_policy_settings() is not None:
         objects.append(network_policy(job))
     digest = revision(objects)
     for item in sets:

@@ -18,11 +18,14 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StringConstraints,
+    WithJsonSchema,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+from .pod_template import INGRESS_RULE_DEFINITION, ROOT_DEFINITION, reference_schema
 
 KIND = "TrainingJob"
 
@@ -203,6 +206,73 @@ class Resources(SpecModel):
     limits: dict[ResourceName, QuantityValue] = Field(default_factory=dict)
 
 
+PodTemplate = Annotated[
+    dict[str, Any],
+    WithJsonSchema(reference_schema(
+        ROOT_DEFINITION,
+        "A fragment of a Kubernetes pod template (metadata.labels, metadata.annotations, "
+        "spec.*), merged into the generated one like a strategic-merge patch; lists Kubernetes "
+        "would replace (tolerations, …) are appended. The container named `tensorflow` is "
+        "tfcompile's; other containers are sidecars.")),
+]
+"""A `PodTemplateSpec` fragment; its content is checked against Kubernetes' schema by the
+rules (`pod_template.schema_problems`), which can point at the exact field."""
+
+NetworkPolicyIngressRule = Annotated[
+    dict[str, Any],
+    WithJsonSchema(reference_schema(
+        INGRESS_RULE_DEFINITION,
+        "A Kubernetes NetworkPolicy ingress rule (from, ports) admitting more than the job's "
+        "own pods.")),
+]
+
+
+class GangScheduler(StrEnum):
+    """Who schedules a job's pods all at once (a gang), so a partly placed job holds nothing."""
+
+    VOLCANO = "volcano"
+    COSCHEDULING = "coscheduling"
+    KUEUE = "kueue"
+
+
+class Scheduling(SpecModel):
+    """Gang scheduling: every pod of the job is placed together, or none is."""
+
+    gang: GangScheduler | None = Field(
+        default=None,
+        description="volcano (a PodGroup), coscheduling (scheduler-plugins' PodGroup) or kueue "
+        "(one pod group across all roles).",
+    )
+    queue: ObjectName | None = Field(
+        default=None,
+        description="Volcano: the Queue; Kueue: the LocalQueue of the job's namespace.",
+    )
+
+
+class NetworkPolicySettings(SpecModel):
+    """The job's NetworkPolicy: its own pods reach each other on every port; `ingress` adds
+    more sources (for example a metrics port from a monitoring namespace). `true` and `false`
+    stand for `{}` and no NetworkPolicy."""
+
+    enabled: StrictBool = True
+    ingress: list[NetworkPolicyIngressRule] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_boolean(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            return {"enabled": data}
+        if not isinstance(data, dict):
+            raise ValueError("give true, false, or {ingress: [<NetworkPolicy ingress rule>...]}")
+        return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"anyOf": [{"type": "boolean"}, handler(core_schema)]}
+
+
 class Role(SpecModel):
     """One TensorFlow task type: how many pods, and what each runs with."""
 
@@ -213,6 +283,7 @@ class Role(SpecModel):
     args: list[Text] | None = None
     env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
     resources: Resources | None = None
+    pod_template: PodTemplate | None = None
 
 
 class Roles(SpecModel):
@@ -260,6 +331,11 @@ class TensorBoard(SpecModel):
     log_dir: AbsolutePath
     service_type: ServiceType = ServiceType.CLUSTER_IP
     image: NonEmptyText | None = None
+    load_balancer_source_ranges: list[NonEmptyText] = Field(
+        default_factory=list,
+        description="With serviceType LoadBalancer: the client CIDRs allowed (the Service's "
+        "loadBalancerSourceRanges).",
+    )
 
 
 class Metadata(SpecModel):
@@ -282,9 +358,10 @@ class JobSpec(SpecModel):
     storage: Storage = Field(default_factory=Storage)
     tensorboard: TensorBoard | None = None
     overlays: list[OverlayName] = Field(default_factory=list)
-    network_policy: StrictBool = Field(
-        default=True,
-        description="Emit a NetworkPolicy admitting the TensorFlow port only from this job's pods.",
+    network_policy: NetworkPolicySettings = Field(
+        default_factory=NetworkPolicySettings,
+        description="Emit a NetworkPolicy admitting this job's own pods on every port (false: "
+        "none); `{ingress: [...]}` admits more sources.",
     )
     suspend: StrictBool = False
     not_secret: list[NotSecretName] = Field(
@@ -296,6 +373,12 @@ class JobSpec(SpecModel):
             "refused all the same."
         ),
     )
+    pod_template: PodTemplate | None = None
+    scheduling: Scheduling = Field(default_factory=Scheduling)
+
+    def network_policy_settings(self) -> NetworkPolicySettings | None:
+        """The NetworkPolicy's settings, or None when the job asks for none."""
+        return self.network_policy if self.network_policy.enabled else None
 
     def resolved_strategy(self) -> Strategy:
         """The strategy given, or the one inferred: ParameterServer when the job has ps."""

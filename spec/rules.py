@@ -11,6 +11,7 @@ import posixpath
 from collections.abc import Iterator
 
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
+from .pod_rules import check_kubernetes_fields
 from .problems import Problem
 
 RESERVED_ENVIRONMENT = (
@@ -51,6 +52,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
+    yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
 
 
 def _check_labels(job: TrainingJob) -> Iterator[Problem]:

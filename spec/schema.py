@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 from .models import TrainingJob
+from .pod_template import with_kubernetes_definitions
 
 SCHEMA_FILE = "trainingjob.schema.json"
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -18,7 +19,8 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def json_schema() -> dict[str, Any]:
     schema = TrainingJob.model_json_schema(by_alias=True, mode="validation")
-    return {"$schema": DIALECT, **schema}
+    # `podTemplate` and `networkPolicy.ingress` refer to Kubernetes' own definitions.
+    return {"$schema": DIALECT, **with_kubernetes_definitions(schema)}
 
 
 def schema_text() -> str:

@@ -174,7 +174,12 @@ class _Finder:
                     self.named_entry(key, item, child, named)
                 self.walk(item, child)
         elif isinstance(value, list):
+            listed_environment = bool(path) and str(path[-1]) == "env"
             for index, item in enumerate(value):
+                # A container's env in Kubernetes' own form: [{name, value}, ...].
+                if (listed_environment and isinstance(item, dict)
+                        and isinstance(item.get("name"), str)):
+                    self.named_entry(item["name"], item, (*path, index), "variable")
                 self.walk(item, (*path, index))
             self.spaced_flags_in_list(value, path)
         elif isinstance(value, str) and not self.shaped(value, path, key=False):

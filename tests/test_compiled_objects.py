@@ -125,7 +125,7 @@ def test_user_env_comes_after_tfcompile_variables_sorted_by_name(
     names = [e["name"] for e in container(find(objects, "StatefulSet", "demo-chief"))["env"]]
     assert names[:8] == ["TASK_INDEX", "JOB_NAME", "WORKER_NUMBER", "TOT_WORKERS",
                          "NUM_WORKERS", "PS_HOSTS", "WORKER_HOSTS", "TF_CONFIG"]
-    assert names[8:] == ["EPOCHS", "KEY"]
+    assert names[8:] == ["HOME", "EPOCHS", "KEY"]
 
 
 def test_gpus_go_into_limits_and_mark_the_statefulset(objects: list[dict[str, Any]]) -> None:
@@ -141,6 +141,7 @@ def test_volumes_script_state_shared_and_scratch(objects: list[dict[str, Any]]) 
     worker = find(objects, "StatefulSet", "demo-worker")
     mounts = {m["name"]: m["mountPath"] for m in container(worker)["volumeMounts"]}
     assert mounts == {"script": "/opt/tfcompile/script", "tfcompile-state": "/opt/tfcompile/state",
+                      "tfcompile-home": "/opt/tfcompile/home", "tfcompile-tmp": "/tmp",
                       "shared": "/mnt/shared", "scratch": "/mnt/scratch"}
     volumes = {v["name"]: v for v in worker["spec"]["template"]["spec"]["volumes"]}
     assert volumes["shared"]["persistentVolumeClaim"] == {"claimName": "demo-shared"}
@@ -205,9 +206,9 @@ def test_tensorboard_and_network_policy(objects: list[dict[str, Any]]) -> None:
     service = find(objects, "Service", "demo-tensorboard")
     assert service["spec"]["type"] == "ClusterIP"
     policy = find(objects, "NetworkPolicy", "demo-tensorflow")
+    # Every port: NCCL and the collectives open their own connections between the job's pods.
     assert policy["spec"]["ingress"] == [{
-        "from": [{"podSelector": {"matchLabels": {"tfcompile.dev/job": "demo"}}}],
-        "ports": [{"protocol": "TCP", "port": 2222}]}]
+        "from": [{"podSelector": {"matchLabels": {"tfcompile.dev/job": "demo"}}}]}]
     assert policy["spec"]["policyTypes"] == ["Ingress"]
 
 

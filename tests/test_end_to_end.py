@@ -95,6 +95,15 @@ def training_launchers(pod: str) -> Iterator[int]:
     return pod_processes(pod, lambda command: b"tfcompile-launcher" in command)
 
 
+def assert_written_by_the_pods_user(shared: Path) -> None:
+    """The pods ran as the restricted user (1000) the compiled templates ask for, writing to the
+    claim as the group fsGroup made it writable for."""
+    written = [path for path in shared.rglob("*") if path.is_file()]
+    assert written
+    assert {path.stat().st_uid for path in written} == {1000}
+    assert {path.stat().st_gid for path in written} == {1000}
+
+
 def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
     status, output = run_local(EXAMPLES / "mnist" / "job.yaml", tmp_path)
     assert status == 0, output[-3000:]
@@ -107,6 +116,7 @@ def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
     assert first["accuracy"] >= ACCURACY_BAR and second["accuracy"] >= ACCURACY_BAR
     assert "mnist-worker-0 | " in output and "mnist-worker-1 | " in output
     assert "run-local: training succeeded (mnist-worker-0, mnist-worker-1)" in output
+    assert_written_by_the_pods_user(shared)
 
 
 def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:
@@ -199,6 +209,7 @@ def test_parameter_server_chief_trains_and_the_evaluator_scores_a_checkpoint(
     assert Path(str(evaluator["checkpoint"]).replace("/mnt/shared", str(shared)) + ".index"
                 ).exists()
     assert evaluator["accuracy"] >= ACCURACY_BAR
+    assert_written_by_the_pods_user(shared)
 
 
 def test_tf_spawner_job_gets_its_secret_and_worker_variables(tmp_path: Path) -> None:
@@ -217,6 +228,7 @@ def test_tf_spawner_job_gets_its_secret_and_worker_variables(tmp_path: Path) -> 
         assert result["worker_number"] == index
         assert result["tot_workers"] == 2
         assert result["credentials_present"] is True
+    assert_written_by_the_pods_user(tmp_path / "tf-spawner-data")
 
 
 def test_tensorflow1_parameter_servers_and_workers_train_with_flags(tmp_path: Path) -> None:
@@ -229,6 +241,7 @@ def test_tensorflow1_parameter_servers_and_workers_train_with_flags(tmp_path: Pa
     assert chief["is_chief"] is True and other["is_chief"] is False
     assert chief["global_step"] >= 1500
     assert other["local_steps"] > 0  # both workers took steps against the parameter server
+    assert_written_by_the_pods_user(shared)
 
 
 def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> None:

@@ -273,7 +273,8 @@ def test_unknown_kinds_are_noted_not_failed(mnist: Path) -> None:
     assert report.ok
     assert report.notes == [
         "Widget/thing: example.com/v1 Widget is not a built-in Kubernetes 1.33 kind; "
-        "its fields were not checked"
+        "its fields were not checked",
+        'Pod Security "restricted" is met by the pods of StatefulSet/mnist-worker',
     ]
 
 

@@ -1,6 +1,10 @@
-"""A NetworkPolicy that admits the TensorFlow port only from pods of the same job.
+"""A NetworkPolicy: pods of the same job reach each other on every port, others only as the job
+says (`networkPolicy.ingress`).
 
-TensorFlow's gRPC servers have no authentication: anything that reaches the port can run ops.
+TensorFlow's gRPC servers have no authentication: anything that reaches the port can run ops, so
+nothing outside the job is admitted by default. Inside the job every port is open, because the
+collectives open their own connections (NCCL between GPU workers, the profiler, …) on ports no
+spec can list.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from .metadata import object_metadata
 
 
 def network_policy(job: TrainingJob) -> dict[str, Any]:
+    settings = job.spec.network_policy_settings()
+    assert settings is not None
     name = job.metadata.name
     labels = object_labels(job, "network-policy", {JOB_LABEL: name})
     return {
@@ -28,10 +34,8 @@ def network_policy(job: TrainingJob) -> dict[str, Any]:
             },
             "policyTypes": ["Ingress"],
             "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": {JOB_LABEL: name}}}],
-                    "ports": [{"protocol": "TCP", "port": job.spec.port}],
-                }
+                {"from": [{"podSelector": {"matchLabels": {JOB_LABEL: name}}}]},
+                *settings.ingress,
             ],
         },
     }

@@ -12,7 +12,18 @@ from .. import launcher
 from ..labels import GPU_LABEL, REVISION_ANNOTATION, object_labels, role_selector
 from ..names import role_name
 from ..topology import environment
+from .gang import gang_template
 from .metadata import object_metadata, template_metadata
+from .pod_security import (
+    HOME_DIRECTORY,
+    HOME_VOLUME,
+    TMP_DIRECTORY,
+    TMP_VOLUME,
+    pod_security_context,
+    secure_containers,
+    settle_token,
+)
+from .pod_template import merge_maps, merge_pod_template
 from .service import PORT_NAME
 from .storage import claim_name
 
@@ -103,6 +114,10 @@ def _volumes(
         volumes.append({"name": launcher.SCRIPT_VOLUME, "configMap": {"name": script_map}})
     mounts.append({"name": launcher.STATE_VOLUME, "mountPath": launcher.STATE_DIRECTORY})
     volumes.append({"name": launcher.STATE_VOLUME, "emptyDir": {}})
+    mounts.append({"name": HOME_VOLUME, "mountPath": HOME_DIRECTORY})
+    volumes.append({"name": HOME_VOLUME, "emptyDir": {}})
+    mounts.append({"name": TMP_VOLUME, "mountPath": TMP_DIRECTORY})
+    volumes.append({"name": TMP_VOLUME, "emptyDir": {}})
     shared, scratch = job.spec.storage.shared, job.spec.storage.scratch
     claim = claim_name(job)
     if shared is not None and claim is not None:
@@ -142,12 +157,28 @@ def statefulset(
     sources = _environment_sources(job)
     if sources:
         container["envFrom"] = sources
-    container["env"] = [*environment(job, role_key), *user_environment(job, role)]
+    home = [] if "HOME" in {**job.spec.env, **role.env} else [
+        {"name": "HOME", "value": HOME_DIRECTORY}]
+    container["env"] = [*environment(job, role_key), *home, *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"}]
     resources = _resources(role)
     if resources:
         container["resources"] = resources
     container["volumeMounts"] = mounts
+    template = pod_template(
+        job, role,
+        {
+            "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
+            "spec": {
+                "enableServiceLinks": False,
+                "automountServiceAccountToken": False,
+                "securityContext": pod_security_context(),
+                "restartPolicy": "Always",
+                "containers": [container],
+                "volumes": volumes,
+            },
+        },
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -157,14 +188,26 @@ def statefulset(
             "serviceName": role_name(name, role_key),
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
-                "spec": {
-                    "enableServiceLinks": False,
-                    "restartPolicy": "Always",
-                    "containers": [container],
-                    "volumes": volumes,
-                },
-            },
+            "template": template,
         },
     }
+
+
+def pod_template(job: TrainingJob, role: Role, generated: dict[str, Any]) -> dict[str, Any]:
+    """The generated template with the job's `podTemplate` and then the role's merged in, then
+    what the gang scheduler needs; every container secured, and an empty toleration list on
+    GPU roles (the gpu component appends its toleration to it)."""
+    fragments = [fragment for fragment in (job.spec.pod_template, role.pod_template)
+                 if fragment is not None]
+    template = generated
+    for fragment in fragments:
+        template = merge_pod_template(template, fragment)
+    gang = gang_template(job)
+    if gang is not None:
+        template = merge_maps(template, gang)
+    spec = secure_containers(template["spec"])
+    settle_token(spec, fragments)
+    if role.gpus and "tolerations" not in spec:
+        spec["tolerations"] = []
+    template["spec"] = spec
+    return template

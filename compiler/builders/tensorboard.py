@@ -9,6 +9,14 @@ from tfcompile.spec.models import ServiceType, TrainingJob
 from ..labels import LOAD_BALANCER_LABEL, TENSORBOARD_COMPONENT, object_labels, tensorboard_selector
 from ..names import tensorboard_name
 from .metadata import object_metadata, template_metadata
+from .pod_security import (
+    HOME_DIRECTORY,
+    HOME_VOLUME,
+    TMP_DIRECTORY,
+    TMP_VOLUME,
+    container_security_context,
+    pod_security_context,
+)
 from .storage import claim_name
 
 TENSORBOARD_PORT = 6006
@@ -35,8 +43,23 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
             str(TENSORBOARD_PORT),
         ],
         "ports": [{"name": PORT_NAME, "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
-        "volumeMounts": [{"name": "shared", "mountPath": shared.mount_path, "readOnly": True}],
+        "env": [{"name": "HOME", "value": HOME_DIRECTORY}],
+        "volumeMounts": [
+            {"name": "shared", "mountPath": shared.mount_path, "readOnly": True},
+            {"name": HOME_VOLUME, "mountPath": HOME_DIRECTORY},
+            {"name": TMP_VOLUME, "mountPath": TMP_DIRECTORY},
+        ],
+        "securityContext": container_security_context(),
     }
+    pod_spec: dict[str, Any] = {
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(),
+    }
+    pull_secrets = ((job.spec.pod_template or {}).get("spec") or {}).get("imagePullSecrets")
+    if pull_secrets:
+        # TensorBoard runs the job's image unless told otherwise: the same registry credentials.
+        pod_spec["imagePullSecrets"] = pull_secrets
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -47,13 +70,15 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
             "template": {
                 "metadata": template_metadata(job, labels, {}),
                 "spec": {
-                    "enableServiceLinks": False,
+                    **pod_spec,
                     "containers": [container],
                     "volumes": [
                         {
                             "name": "shared",
                             "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
-                        }
+                        },
+                        {"name": HOME_VOLUME, "emptyDir": {}},
+                        {"name": TMP_VOLUME, "emptyDir": {}},
                     ],
                 },
             },
@@ -69,12 +94,15 @@ def tensorboard_service(job: TrainingJob) -> dict[str, Any]:
     labels = object_labels(job, TENSORBOARD_COMPONENT, selector)
     if settings.service_type is ServiceType.LOAD_BALANCER:
         labels[LOAD_BALANCER_LABEL] = "true"
+    spec: dict[str, Any] = {"type": settings.service_type.value}
+    if settings.load_balancer_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(settings.load_balancer_source_ranges)
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": object_metadata(job, tensorboard_name(name), labels),
         "spec": {
-            "type": settings.service_type.value,
+            **spec,
             "selector": selector,
             "ports": [
                 {

@@ -14,7 +14,11 @@ kernel when their parent ends, and when process 1 ends the kernel ends every oth
 PID namespace, so no process of a container outlives it.
 
 START_FILE is JSON: runner_process, network_namespace, uts_namespace (inherited descriptors),
-staging_directory, mounts [{source, target, read_only}], working_directory, arguments, environment.
+staging_directory, mounts [{source, target, read_only}], working_directory, arguments, environment,
+user, group, groups, no_new_privileges, traversable (paths whose directories the container's user
+must be able to enter). After the filesystem view is entered, the child takes the pod's user and
+groups (setgroups, setgid, setuid, in that order) just before it executes the command, as a
+container runtime does.
 """
 
 from __future__ import annotations
@@ -47,6 +51,11 @@ def _become_container(start: dict[str, Any]) -> NoReturn:
         except OSError as error:
             _report(f"cannot prepare the container's filesystem: {error}")
             os._exit(START_FAILURE)
+        try:
+            _become_user(start)
+        except OSError as error:
+            _report(f"cannot run as user {start['user']} and group {start['group']}: {error}")
+            os._exit(START_FAILURE)
         for number in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(number, signal.SIG_DFL)
         try:
@@ -60,6 +69,35 @@ def _become_container(start: dict[str, Any]) -> NoReturn:
         # Process 1 of the container must never return into the code it was forked from.
         _report(f"cannot start the container: {error!r}")
         os._exit(START_FAILURE)
+
+
+def _make_traversable(paths: list[str]) -> None:
+    """Let any user enter the directories above `paths` (the interpreter's), in this
+    container's view only: the root is an overlay, so the change lands in its per-start upper
+    layer and never on this machine's files. Directories under other mounts are left alone."""
+    points = filesystem_view.mount_points()
+    for path in paths:
+        directory = os.path.dirname(path) if not os.path.isdir(path) else path
+        while directory not in ("", "/"):
+            deepest = max((point for point in points
+                           if directory == point or directory.startswith(point.rstrip("/") + "/")),
+                          key=len, default="/")
+            if deepest == "/":
+                mode = os.stat(directory).st_mode
+                if not mode & 0o001:
+                    os.chmod(directory, (mode & 0o7777) | 0o001)
+            directory = os.path.dirname(directory)
+
+
+def _become_user(start: dict[str, Any]) -> None:
+    user, group, groups = int(start["user"]), int(start["group"]), start["groups"]
+    if user != 0:
+        _make_traversable(start["traversable"])
+    os.setgroups([int(value) for value in groups])
+    os.setgid(group)
+    os.setuid(user)
+    if start["no_new_privileges"]:
+        linux.no_new_privileges()
 
 
 def main(start_file: str) -> int:

@@ -27,6 +27,7 @@ MS_PRIVATE = 0x40000
 
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [
@@ -76,3 +77,8 @@ def mount(source: str | None, target: str, filesystem: str | None, flags: int,
 def die_with_parent() -> None:
     """Have the kernel send SIGKILL to this process when the thread that started it ends."""
     _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+
+
+def no_new_privileges() -> None:
+    """`allowPrivilegeEscalation: false`: set-user-ID programs cannot raise privileges."""
+    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")

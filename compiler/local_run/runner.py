@@ -28,6 +28,7 @@ from .addressing import PodAddress
 from .backoff import RestartBackoff
 from .console import Console
 from .filesystem_view import MountRequest
+from .identity import identity_of
 from .network import NetworkPrograms, NetworkSetupError, RunNetwork, create_network
 from .options import (
     EXIT_FAILED,
@@ -167,6 +168,7 @@ class _Run:
             **container.environment,
         }
         namespaces = network.pods[pod.name]
+        identity = identity_of(pod, container.name)
         start = {
             "runner_process": os.getpid(),
             "network_namespace": namespaces.network,
@@ -177,6 +179,14 @@ class _Run:
             "working_directory": container.working_dir or "/",
             "arguments": [*container.command, *container.args],
             "environment": environment,
+            "user": identity.user,
+            "group": identity.group,
+            "groups": list(identity.groups),
+            "no_new_privileges": identity.no_new_privileges,
+            # The interpreter may live under a directory only root may enter (a home): the
+            # container's own view of those directories is made traversable.
+            "traversable": sorted({os.path.realpath(sys.executable), sys.prefix,
+                                   sys.base_prefix}),
         }
         (directory / START_FILE).write_text(json.dumps(start), encoding="utf-8")
 

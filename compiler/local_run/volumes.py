@@ -12,6 +12,7 @@ Other volume kinds are refused before the run starts.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume
 
 from .filesystem_view import MountRequest
+from .identity import fs_group
 
 EMPTY_DIRECTORY = "emptyDir"
 CLAIM = "persistentVolumeClaim"
@@ -167,6 +169,19 @@ def _write_files(directory: Path, files: list[ProjectedFile]) -> None:
         path.chmod(projected.mode & 0o7777)
 
 
+def _share_with_group(directory: Path, group: int) -> None:
+    """What the kubelet does to a volume for a pod's `fsGroup`: the group owns everything,
+    may read and write it, and new files inherit the group (set-group-ID directories)."""
+    for root, directories, files in os.walk(directory):
+        for name in [".", *directories, *files]:
+            path = Path(root) / name
+            if path.is_symlink():
+                continue
+            os.chown(path, -1, group)
+            mode = path.stat().st_mode & 0o7777
+            path.chmod(mode | 0o2070 if path.is_dir() else mode | 0o060)
+
+
 def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
                         config_maps: Mapping[str, Mapping[str, str]],
                         secrets: Mapping[tuple[str, str], str]) -> PodVolumes:
@@ -180,6 +195,10 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
         else:
             directory = volumes_directory / volume.name
         directory.mkdir(parents=True, exist_ok=True)
+        if volume.kind == EMPTY_DIRECTORY:
+            directory.chmod(0o777)  # as the kubelet makes an emptyDir: any user may write
+        elif volume.kind == CLAIM and fs_group(pod) is not None:
+            _share_with_group(directory, fs_group(pod) or 0)
         if volume.kind in (CONFIG_MAP, SECRET):
             _write_files(directory, projected_files(volume, config_maps, secrets)[0])
             prepared.read_only.add(volume.name)

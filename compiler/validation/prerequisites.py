@@ -1,4 +1,5 @@
-"""Objects the rendered pods use but the job does not create: Secrets, ConfigMaps, claims.
+"""Objects the rendered pods use but the job does not create: Secrets, ConfigMaps, claims,
+service accounts, priority classes and gang-scheduling queues.
 
 The compiler never emits secret values, so a job that reads credentials depends on Secrets
 someone creates by other means; a pod whose Secret is missing hangs in
@@ -77,8 +78,34 @@ def _missing_key(reference: _Reference, objects: Sequence[KubernetesObject]) -> 
     )
 
 
+_KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def _scheduling_references(
+    kubernetes_object: KubernetesObject, pod_spec: Mapping[str, Any] | None,
+) -> Iterator[tuple[str, str, bool]]:
+    """(kind, name, namespaced) of a PriorityClass, a Kueue LocalQueue or a Volcano Queue."""
+    if pod_spec is not None and pod_spec.get("priorityClassName"):
+        yield "PriorityClass", str(pod_spec["priorityClassName"]), False
+    if pod_spec is not None:
+        template = (kubernetes_object.get("spec") or {}).get("template") or {}
+        queue = ((template.get("metadata") or {}).get("labels") or {}).get(_KUEUE_QUEUE_LABEL)
+        if queue:
+            yield "LocalQueue", str(queue), True
+    if (kubernetes_object.get("kind") == "PodGroup"
+            and str(kubernetes_object.get("apiVersion", "")).startswith("scheduling.volcano.sh/")):
+        queue = (kubernetes_object.get("spec") or {}).get("queue")
+        if queue:
+            yield "Queue", str(queue), False
+
+
 def _references(objects: Sequence[KubernetesObject]) -> Iterator[_Reference]:
     for kubernetes_object in objects:
+        namespace = namespace_of(kubernetes_object)
+        for kind, name, namespaced in _scheduling_references(
+                kubernetes_object, _pod_spec(kubernetes_object)):
+            yield _Reference(kind, name, None, False, object_reference(kubernetes_object),
+                             namespace if namespaced else None)
         pod_spec = _pod_spec(kubernetes_object)
         if pod_spec is None:
             continue

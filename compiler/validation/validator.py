@@ -13,7 +13,10 @@ from pathlib import Path
 from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
+from .dropped_entries import dropped_entry_problems
+from .exposure import exposure_problems
 from .limits import name_problems, size_problems
+from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
@@ -42,8 +45,10 @@ def validate(
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
-    rendered = render(directory, allow_remote=allow_remote)
-    return validate_rendered(rendered, directory, version, secrets)
+    report = validate_rendered(render(directory, allow_remote=allow_remote), directory, version,
+                               secrets)
+    report.problems.extend(dropped_entry_problems(directory, report.objects))
+    return report
 
 
 def validate_rendered(
@@ -93,8 +98,10 @@ def _cluster_checks(
         secrets=secrets,
         strict_environment_names=(major, minor) < _RELAXED_ENVIRONMENT_NAMES_FROM,
     )
-    problems = [*name_problems(objects, pods), *size_problems(objects)]
+    problems = [*name_problems(objects, pods), *size_problems(objects),
+                *exposure_problems(objects)]
     found, notes = topology_problems(objects, pods)
+    notes.extend(pod_security_notes(objects))
     problems.extend(found)
     prerequisites, reference_problems = prerequisites_of(objects)
     problems.extend(reference_problems)

@@ -1,0 +1,246 @@
+"""`podTemplate`: a fragment of a Kubernetes pod template, checked against Kubernetes' own schema.
+
+Users write Kubernetes' vocabulary here (nodeSelector, tolerations, sidecars, volumes, …), so the
+fragment is validated strictly (unknown fields are errors) against the `PodTemplateSpec` schema of
+the Kubernetes version tfcompile validates against by default, as shipped by the
+`kubernetes-validate` package. The same schema drives the JSON Schema for editors and the merge
+keys of the strategic merge (`x-kubernetes-patch-merge-key`). Fields tfcompile owns, or a
+StatefulSet forbids, are refused with the spec field to use instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Any
+
+from .problems import FieldPath, Problem
+
+SCHEMA_KUBERNETES_VERSION = "1.33"
+"""The Kubernetes minor whose pod template schema `podTemplate` is checked against: the one
+`validate` checks by default, so a field newer Kubernetes versions added is refused here too."""
+
+ROOT_DEFINITION = "io.k8s.api.core.v1.PodTemplateSpec"
+INGRESS_RULE_DEFINITION = "io.k8s.api.networking.v1.NetworkPolicyIngressRule"
+DEFINITIONS_PREFIX = "#/$defs/"
+FRAGMENT_OPTIONAL = ("io.k8s.api.core.v1.PodSpec",)
+"""Definitions whose `required` fields a fragment may leave out (tfcompile gives the containers)."""
+
+PLACEHOLDER = "x-tfcompile-kubernetes-definition"
+
+TENSORFLOW_CONTAINER = "tensorflow"
+"""The container tfcompile generates; every other container of a pod template is a sidecar."""
+
+
+def _schema_directory_name() -> str:
+    return f"v{SCHEMA_KUBERNETES_VERSION}.0-local-strict"
+
+
+@functools.cache
+def definitions() -> dict[str, Any]:
+    """The Kubernetes definitions a pod template and a NetworkPolicy ingress rule use, by name
+    (`io.k8s.api.core.v1.PodSpec`); their references are already `#/$defs/<name>`."""
+    directory = resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", _schema_directory_name()
+    )
+    everything = json.loads(directory.joinpath("_definitions.json").read_text())["$defs"]
+    found: dict[str, Any] = {}
+    pending = [ROOT_DEFINITION, INGRESS_RULE_DEFINITION]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        definition = copy.deepcopy(everything[name])
+        if name in FRAGMENT_OPTIONAL:
+            definition.pop("required", None)
+        found[name] = definition
+        pending.extend(_references(definition))
+    return dict(sorted(found.items()))
+
+
+def _references(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        reference = node.get("$ref")
+        if isinstance(reference, str) and reference.startswith(DEFINITIONS_PREFIX):
+            yield reference[len(DEFINITIONS_PREFIX):]
+        for value in node.values():
+            yield from _references(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _references(value)
+
+
+def definition(name: str) -> dict[str, Any]:
+    found: dict[str, Any] = definitions()[name]
+    return found
+
+
+def resolve(node: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A schema node with its `$ref` followed (one level; definitions do not chain refs)."""
+    reference = node.get("$ref")
+    if isinstance(reference, str) and reference.startswith(DEFINITIONS_PREFIX):
+        return definition(reference[len(DEFINITIONS_PREFIX):])
+    return node
+
+
+def reference_schema(root: str, description: str) -> dict[str, Any]:
+    """The JSON Schema of a field holding a Kubernetes `root` object: a placeholder that
+    `with_kubernetes_definitions` turns into a reference (pydantic checks `$ref`s it made)."""
+    return {PLACEHOLDER: root, "description": description}
+
+
+def with_kubernetes_definitions(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its placeholders turned into references to the Kubernetes definitions,
+    which it then carries in `$defs`."""
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            if PLACEHOLDER in node:
+                rest = {key: value for key, value in node.items() if key != PLACEHOLDER}
+                return {"$ref": f"{DEFINITIONS_PREFIX}{node[PLACEHOLDER]}", **rest}
+            return {key: rewrite(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [rewrite(value) for value in node]
+        return node
+
+    rewritten: dict[str, Any] = rewrite(schema)
+    rewritten["$defs"] = {**rewritten.get("$defs", {}), **definitions()}
+    return rewritten
+
+
+@functools.cache
+def _validator(root: str) -> Any:
+    # Imported here: only jobs with a podTemplate or ingress rules pay for the schema machinery.
+    import jsonschema
+    from referencing import Registry
+
+    schema = {"$defs": definitions(), "$ref": f"{DEFINITIONS_PREFIX}{root}"}
+    return jsonschema.Draft202012Validator(schema, registry=Registry())
+
+
+def schema_problems(path: FieldPath, fragment: Any,
+                    root: str = ROOT_DEFINITION) -> Iterator[Problem]:
+    """Every place where `fragment` breaks the Kubernetes schema of `root` (by default the pod
+    template); values are never echoed (a sidecar's env may hold anything)."""
+    errors = sorted(_validator(root).iter_errors(fragment),
+                    key=lambda error: (list(map(str, error.absolute_path)), error.message))
+    for error in errors:
+        where = (*path, *error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            allowed = sorted(error.schema.get("properties", {}))
+            for unknown in sorted(set(error.instance) - set(allowed), key=str):
+                yield Problem((*where, str(unknown)),
+                              f"unknown field (Kubernetes {SCHEMA_KUBERNETES_VERSION} schema); "
+                              f"allowed here: {', '.join(allowed)}", key=True)
+            continue
+        yield Problem(where, _describe(error))
+
+
+def _describe(error: Any) -> str:
+    where = f"(Kubernetes {SCHEMA_KUBERNETES_VERSION} schema)"
+    if error.validator == "type":
+        kinds = error.validator_value
+        kinds = [kinds] if isinstance(kinds, str) else [k for k in kinds if k != "null"]
+        return f"expected {' or '.join(kinds)} {where}"
+    if error.validator == "required":
+        return f"{error.message.split(' is a required')[0]} is required {where}"
+    if error.validator == "enum":
+        return f"must be one of {', '.join(map(str, error.validator_value))} {where}"
+    if error.validator in ("oneOf", "anyOf"):
+        return f"expected a string or an integer {where}"
+    return f"not allowed by the {error.validator} rule {where}"
+
+
+
+_POD_FIELDS_OWNED = {
+    "restartPolicy": "a StatefulSet's pods always restart (`Always`); tfcompile's launcher records "
+                     "success and idles, so nothing needs another policy",
+    "activeDeadlineSeconds": "a StatefulSet refuses it; stop a job with spec.suspend: true",
+    "hostname": "tfcompile names every pod `<job>-<role>-<index>` for TF_CONFIG; rename the job "
+                "(metadata.name) or the role instead",
+    "subdomain": "tfcompile sets each role's governing Service for TF_CONFIG; it cannot change",
+    "schedulerName": "set spec.scheduling (gang: volcano | coscheduling | kueue) or leave the "
+                     "default scheduler",
+}
+_METADATA_FIELDS_OWNED = {
+    "name": "tfcompile names the pods after the job and role (metadata.name of the job)",
+    "namespace": "set metadata.namespace of the job",
+    "generateName": "tfcompile names the pods after the job and role (metadata.name of the job)",
+}
+_CONTAINER_FIELDS_OWNED = {
+    "image": "set spec.image, or roles.<role>.image",
+    "command": "set spec.command (or roles.<role>.command); tfcompile runs it under its launcher",
+    "args": "set spec.args, or roles.<role>.args",
+}
+RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
+
+
+def owned_field_problems(
+    path: FieldPath,
+    fragment: Mapping[str, Any],
+    reserved_environment: tuple[str, ...],
+    reserved_volumes: tuple[str, ...],
+    reserved_mount_path: str,
+) -> Iterator[Problem]:
+    """Fields of a (schema-valid) fragment that tfcompile sets itself or a StatefulSet forbids,
+    each with the spec field to use instead."""
+    metadata = fragment.get("metadata") or {}
+    for field, advice in _METADATA_FIELDS_OWNED.items():
+        if field in metadata:
+            yield Problem((*path, "metadata", field), f"not allowed in podTemplate: {advice}",
+                          key=True)
+    for kind in ("labels", "annotations"):
+        for key in metadata.get(kind) or {}:
+            if key.startswith(RESERVED_LABEL_PREFIXES):
+                yield Problem(
+                    (*path, "metadata", kind, key),
+                    f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
+                    "choose another key", key=True)
+    spec = fragment.get("spec") or {}
+    for field, advice in _POD_FIELDS_OWNED.items():
+        if field in spec:
+            yield Problem((*path, "spec", field), f"not allowed in podTemplate: {advice}",
+                          key=True)
+    for index, volume in enumerate(spec.get("volumes") or []):
+        if volume.get("name") in reserved_volumes:
+            yield Problem((*path, "spec", "volumes", index, "name"),
+                          f"the volume names {', '.join(reserved_volumes)} are tfcompile's "
+                          "(script, launcher state, storage, home, tmp); choose another name")
+    for kind in ("containers", "initContainers", "ephemeralContainers"):
+        for index, container in enumerate(spec.get(kind) or []):
+            where = (*path, "spec", kind, index)
+            if kind == "containers" and container.get("name") == TENSORFLOW_CONTAINER:
+                yield from _tensorflow_container_problems(where, container,
+                                                          reserved_environment)
+            elif container.get("name") == TENSORFLOW_CONTAINER:
+                yield Problem((*where, "name"), f"{TENSORFLOW_CONTAINER!r} is the name of "
+                              "tfcompile's training container; choose another name")
+            for mount_index, mount in enumerate(container.get("volumeMounts") or []):
+                mount_path = str(mount.get("mountPath", ""))
+                if (mount_path.rstrip("/") + "/").startswith(reserved_mount_path + "/"):
+                    yield Problem((*where, "volumeMounts", mount_index, "mountPath"),
+                                  f"{reserved_mount_path} is where tfcompile mounts its "
+                                  "launcher state and script; choose another path")
+
+
+def _tensorflow_container_problems(
+    where: FieldPath, container: Mapping[str, Any], reserved_environment: tuple[str, ...]
+) -> Iterator[Problem]:
+    for field, advice in _CONTAINER_FIELDS_OWNED.items():
+        if field in container:
+            yield Problem((*where, field), f"tfcompile sets the {TENSORFLOW_CONTAINER} "
+                          f"container's {field}: {advice}", key=True)
+    for index, variable in enumerate(container.get("env") or []):
+        if variable.get("name") in reserved_environment:
+            yield Problem((*where, "env", index, "name"),
+                          "set by tfcompile from the job's roles; remove it (tfcompile sets: "
+                          f"{', '.join(reserved_environment)})")
+    for kind in ("limits", "requests"):
+        for name in (container.get("resources") or {}).get(kind) or {}:
+            if name == "nvidia.com/gpu":
+                yield Problem((*where, "resources", kind, name),
+                              "set GPUs with roles.<role>.gpus, which puts them in limits",
+                              key=True)

@@ -1,0 +1,76 @@
+"""`run-local` runs each container as the user and groups its pod asks for (needs root), makes a
+shared claim writable for `fsGroup` as the kubelet does, and runs a job that opts into root as
+root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0,
+    reason="the local runtime needs root on Linux",
+)
+
+JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {{name: who}}
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  script: train.py
+{extra}  roles:
+    worker: {{replicas: 2}}
+  storage:
+    shared: {{mountPath: /mnt/shared, size: 1Gi}}
+"""
+
+SCRIPT = """\
+import os, pathlib
+print("identity", os.getuid(), os.getgid(), sorted(os.getgroups()), flush=True)
+home = pathlib.Path(os.environ["HOME"], ".keras")
+home.mkdir()
+pathlib.Path("/tmp/scratch-file").write_text("x")
+pathlib.Path("/mnt/shared", os.environ["TASK_INDEX"]).write_text("checkpoint")
+with open("/proc/self/status") as status:
+    print(next(line.strip() for line in status if line.startswith("NoNewPrivs")), flush=True)
+"""
+
+
+def run_local(tmp_path: Path, extra: str = "") -> tuple[int, str, Path]:
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.format(extra=textwrap.indent(textwrap.dedent(extra), "  ")))
+    (tmp_path / "train.py").write_text(SCRIPT)
+    claims = tmp_path / "claims"
+    process = subprocess.run(
+        [sys.executable, "-m", "tfcompile.compiler.cli", "run-local", str(job),
+         "--claims-directory", str(claims)],
+        capture_output=True, text=True, timeout=300, check=False)
+    return process.returncode, process.stdout + process.stderr, claims
+
+
+def test_containers_run_as_the_pods_user_and_write_where_they_should(tmp_path: Path) -> None:
+    status, output, claims = run_local(tmp_path)
+    assert status == 0, output
+    for pod in ("who-worker-0", "who-worker-1"):
+        assert f"{pod} | identity 1000 1000 [1000]" in output
+        assert f"{pod} | NoNewPrivs:\t1" in output  # allowPrivilegeEscalation: false
+    files = sorted((claims / "who-shared").iterdir())
+    assert [path.name for path in files] == ["0", "1"]
+    assert {path.stat().st_uid for path in files} == {1000}
+    assert (claims / "who-shared").stat().st_gid == 1000
+
+
+def test_a_job_that_opts_into_root_runs_as_root(tmp_path: Path) -> None:
+    status, output, _ = run_local(tmp_path, """\
+        podTemplate:
+          spec:
+            securityContext: {runAsUser: 0, runAsGroup: 0, runAsNonRoot: false}
+        """)
+    assert status == 0, output
+    assert "who-worker-0 | identity 0 0 [0, 1000]" in output

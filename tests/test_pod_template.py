@@ -1,0 +1,413 @@
+"""`podTemplate`: Kubernetes' pod template vocabulary at job and role level, merged into what
+tfcompile generates without losing anything, checked strictly, and secure by default."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import OVERLAYS, Result
+from tfcompile.compiler.compile import build_objects
+from tfcompile.spec.loading import load_jobs
+from tfcompile.spec.schema import schema_text
+
+JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: demo
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, /app/train.py]
+  env: {{EPOCHS: "3"}}
+{extra}  roles:
+    chief: {{replicas: 1}}
+    worker:
+      replicas: 2
+      gpus: 1
+{worker}"""
+
+JOB_TEMPLATE = """\
+podTemplate:
+  metadata:
+    labels: {team: vision}
+    annotations: {example.com/owner: ml}
+  spec:
+    serviceAccountName: trainer
+    priorityClassName: training
+    nodeSelector: {pool: training}
+    tolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoSchedule}]
+    imagePullSecrets: [{name: registry}]
+    containers:
+    - name: tensorflow
+      env:
+      - {name: EPOCHS, value: "5"}
+      - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+"""
+
+WORKER_TEMPLATE = """\
+      podTemplate:
+        metadata:
+          labels: {accelerator: a100}
+        spec:
+          nodeSelector: {gpu: a100}
+          tolerations: [{key: spot, operator: Exists}]
+          imagePullSecrets: [{name: mirror}]
+          initContainers:
+          - {name: fetch, image: busybox:1.36, command: [sh, -c, "cp -r /src /data"]}
+          containers:
+          - name: tensorflow
+            volumeMounts: [{name: dataset, mountPath: /data, readOnly: true}]
+            resources: {limits: {memory: 32Gi}}
+          - name: exporter
+            image: prom/node-exporter:v1.8.0
+            ports: [{name: metrics, containerPort: 9100}]
+          volumes:
+          - {name: dataset, persistentVolumeClaim: {claimName: imagenet, readOnly: true}}
+"""
+
+
+def compile_job(tmp_path: Path, text: str) -> list[dict[str, Any]]:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    (loaded,) = load_jobs(path)
+    return build_objects(loaded)
+
+
+def template_of(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    for item in objects:
+        if item["kind"] == "StatefulSet" and item["metadata"]["name"] == name:
+            template: dict[str, Any] = item["spec"]["template"]
+            return template
+    raise AssertionError(f"no StatefulSet {name}")
+
+
+def by_name(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {entry["name"]: entry for entry in entries}
+
+
+@pytest.fixture
+def objects(tmp_path: Path) -> list[dict[str, Any]]:
+    extra = textwrap.indent(JOB_TEMPLATE, "  ")
+    return compile_job(tmp_path, JOB.format(extra=extra, worker=WORKER_TEMPLATE))
+
+
+def test_the_role_template_goes_on_top_of_the_job_template(
+    objects: list[dict[str, Any]],
+) -> None:
+    worker = template_of(objects, "demo-worker")
+    spec = worker["spec"]
+    assert worker["metadata"]["labels"]["team"] == "vision"
+    assert worker["metadata"]["labels"]["accelerator"] == "a100"
+    assert worker["metadata"]["labels"]["tfcompile.dev/role"] == "worker"
+    assert worker["metadata"]["annotations"]["example.com/owner"] == "ml"
+    assert "tfcompile.dev/revision" in worker["metadata"]["annotations"]
+    assert spec["nodeSelector"] == {"pool": "training", "gpu": "a100"}
+    assert spec["serviceAccountName"] == "trainer"
+    assert spec["priorityClassName"] == "training"
+    # Lists Kubernetes would replace are appended: the job's and the role's both stay.
+    assert spec["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+        {"key": "spot", "operator": "Exists"}]
+    assert spec["imagePullSecrets"] == [{"name": "registry"}, {"name": "mirror"}]
+    chief = template_of(objects, "demo-chief")
+    assert chief["metadata"]["labels"].get("accelerator") is None
+    assert chief["spec"]["tolerations"] == spec["tolerations"][:1]
+
+
+def test_containers_merge_by_name_and_sidecars_follow(objects: list[dict[str, Any]]) -> None:
+    spec = template_of(objects, "demo-worker")["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["tensorflow", "exporter"]
+    assert [c["name"] for c in spec["initContainers"]] == ["fetch"]
+    tensorflow = spec["containers"][0]
+    assert tensorflow["image"] == "tensorflow/tensorflow:2.16.1"
+    assert tensorflow["args"] == ["python", "/app/train.py"]
+    environment = by_name(tensorflow["env"])
+    assert environment["EPOCHS"] == {"name": "EPOCHS", "value": "5"}  # by name: replaced
+    assert environment["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert "TF_CONFIG" in environment
+    assert [v["name"] for v in tensorflow["env"]].count("EPOCHS") == 1
+    mounts = {m["mountPath"]: m for m in tensorflow["volumeMounts"]}
+    assert mounts["/data"] == {"name": "dataset", "mountPath": "/data", "readOnly": True}
+    assert "/opt/tfcompile/state" in mounts
+    # The GPU limit tfcompile set and the memory limit the role added are both there.
+    assert tensorflow["resources"]["limits"] == {"nvidia.com/gpu": 1, "memory": "32Gi"}
+    volumes = by_name(spec["volumes"])
+    assert volumes["dataset"]["persistentVolumeClaim"] == {"claimName": "imagenet",
+                                                           "readOnly": True}
+    assert "tfcompile-state" in volumes
+
+
+def test_an_env_var_or_volume_of_a_role_replaces_the_jobs_entry_of_that_name(
+    tmp_path: Path,
+) -> None:
+    objects = compile_job(tmp_path, JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: tensorflow
+              volumeMounts: [{name: data, mountPath: /data}]
+            volumes: [{name: data, emptyDir: {}}]
+        """), "  "), worker=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: tensorflow
+              env: [{name: EPOCHS, valueFrom: {configMapKeyRef: {name: settings, key: epochs}}}]
+            volumes: [{name: data, persistentVolumeClaim: {claimName: dataset}}]
+        """), "      ")))
+    spec = template_of(objects, "demo-worker")["spec"]
+    assert by_name(spec["volumes"])["data"] == {"name": "data",
+                                                "persistentVolumeClaim": {"claimName": "dataset"}}
+    assert by_name(spec["containers"][0]["env"])["EPOCHS"] == {
+        "name": "EPOCHS", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "epochs"}}}
+    chief = template_of(objects, "demo-chief")["spec"]
+    assert by_name(chief["volumes"])["data"] == {"name": "data", "emptyDir": {}}
+    assert by_name(chief["containers"][0]["env"])["EPOCHS"] == {"name": "EPOCHS", "value": "3"}
+
+
+def test_every_container_is_restricted_by_default(objects: list[dict[str, Any]]) -> None:
+    spec = template_of(objects, "demo-worker")["spec"]
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000,
+        "fsGroupChangePolicy": "OnRootMismatch", "seccompProfile": {"type": "RuntimeDefault"}}
+    for container in [*spec["initContainers"], *spec["containers"]]:
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}, container["name"]
+
+
+def test_service_account_token_only_when_the_job_names_an_account(
+    tmp_path: Path, objects: list[dict[str, Any]],
+) -> None:
+    # The job names `trainer`: Kubernetes' default (a mounted token) applies.
+    assert "automountServiceAccountToken" not in template_of(objects, "demo-worker")["spec"]
+    plain = compile_job(tmp_path, JOB.format(extra="", worker=""))
+    spec = template_of(plain, "demo-worker")["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert "serviceAccountName" not in spec
+    asked = compile_job(tmp_path, JOB.format(
+        extra="  podTemplate: {spec: {automountServiceAccountToken: true}}\n", worker=""))
+    assert template_of(asked, "demo-worker")["spec"]["automountServiceAccountToken"] is True
+
+
+def test_a_job_that_must_run_as_root_says_so(tmp_path: Path) -> None:
+    root = compile_job(tmp_path, JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            securityContext: {runAsUser: 0, runAsNonRoot: false}
+            containers:
+            - name: tensorflow
+              securityContext: {capabilities: {add: [SYS_PTRACE]}}
+        """), "  "), worker=""))
+    spec = template_of(root, "demo-worker")["spec"]
+    assert spec["securityContext"]["runAsUser"] == 0
+    assert spec["securityContext"]["runAsNonRoot"] is False
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert spec["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]}}
+
+
+def test_a_writable_home_and_tmp(objects: list[dict[str, Any]]) -> None:
+    tensorflow = template_of(objects, "demo-worker")["spec"]["containers"][0]
+    assert by_name(tensorflow["env"])["HOME"]["value"] == "/opt/tfcompile/home"
+    mounts = {m["mountPath"]: m["name"] for m in tensorflow["volumeMounts"]}
+    assert mounts["/tmp"] == "tfcompile-tmp"
+    assert mounts["/opt/tfcompile/home"] == "tfcompile-home"
+
+
+MISTAKES = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: demo
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, /app/train.py]
+  podTemplate:
+    spec:
+      restartPolicy: Never
+      hostname: trainer
+      tolerations: [{key: a, effct: NoSchedule}]
+      containers:
+      - name: tensorflow
+        image: other:1
+        env: [{name: TF_CONFIG, value: "{}"}]
+  roles:
+    worker:
+      replicas: 2
+      podTemplate:
+        metadata: {name: x, labels: {tfcompile.dev/role: ps}}
+        spec:
+          activeDeadlineSeconds: 60
+          containers:
+          - name: tensorflow
+            args: [--flag]
+            resources: {limits: {nvidia.com/gpu: 1}}
+          volumes: [{name: tfcompile-state, emptyDir: {}}]
+"""
+
+
+def _line_column(text: str, fragment: str) -> str:
+    offset = text.index(fragment)
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return f"{line}:{column}"
+
+
+def test_pod_template_mistakes_are_reported_at_their_place(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    path = write_job(MISTAKES)
+    result = run_cli("build", str(path), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    assert not (tmp_path / "out").exists()
+    lines = result.stderr.splitlines()
+
+    def reported(fragment: str, field: str, says: str) -> None:
+        where = f":{_line_column(MISTAKES, fragment)}: {field}: "
+        assert any(where in line and says in line for line in lines), (where, says, lines)
+
+    reported("effct", "spec.podTemplate.spec.tolerations[0].effct",
+             "unknown field (Kubernetes 1.33 schema); allowed here: effect, key")
+    # The schema error stops the owned-field checks of that fragment; the role's still run.
+    reported("name: x", "spec.roles.worker.podTemplate.metadata.name",
+             "names the pods after the job")
+    reported("tfcompile.dev/role: ps", "spec.roles.worker.podTemplate.metadata.labels."
+             "tfcompile.dev/role", "set by tfcompile")
+    reported("activeDeadlineSeconds", "spec.roles.worker.podTemplate.spec.activeDeadlineSeconds",
+             "spec.suspend")
+    reported("args: [--flag]", "spec.roles.worker.podTemplate.spec.containers[0].args",
+             "set spec.args, or roles.<role>.args")
+    reported("nvidia.com/gpu: 1}", "spec.roles.worker.podTemplate.spec.containers[0].resources."
+             "limits.nvidia.com/gpu", "roles.<role>.gpus")
+    reported("tfcompile-state, emptyDir", "spec.roles.worker.podTemplate.spec.volumes[0].name",
+             "choose another name")
+    assert "Traceback" not in result.stderr
+
+
+def test_a_secret_in_a_sidecars_env_is_refused_without_echoing_it(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            containers:
+            - name: uploader
+              image: amazon/aws-cli:2.15.0
+              env: [{name: AWS_SECRET_ACCESS_KEY, value: hunter2-very-secret}]
+        """), "  "), worker="")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    assert ("spec.podTemplate.spec.containers[0].env[0].value: the variable's name says it is a "
+            "secret, and its value is written here") in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_owned_fields_of_a_valid_template_name_the_field_to_use(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    text = MISTAKES.replace("effct", "effect")
+    path = write_job(text)
+    result = run_cli("build", str(path), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    for field, says in [
+        ("spec.podTemplate.spec.restartPolicy", "always restart"),
+        ("spec.podTemplate.spec.hostname", "names every pod"),
+        ("spec.podTemplate.spec.containers[0].image", "set spec.image, or roles.<role>.image"),
+        ("spec.podTemplate.spec.containers[0].env[0].name", "set by tfcompile"),
+    ]:
+        assert any(f": {field}: " in line and says in line
+                   for line in result.stderr.splitlines()), (field, result.stderr)
+
+
+def test_the_editor_schema_checks_pod_templates() -> None:
+    schema = json.loads(schema_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    document = YAML(typ="safe").load(JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "),
+                                                worker=WORKER_TEMPLATE))
+    assert not list(validator.iter_errors(document))
+    document["spec"]["podTemplate"]["spec"]["tolerations"][0]["effct"] = "NoSchedule"
+    assert list(validator.iter_errors(document))
+
+
+def test_the_gpu_component_appends_to_the_jobs_tolerations(
+    tmp_path: Path, run_cli: Callable[..., Result],
+) -> None:
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "job.yaml").write_text(JOB.format(
+        extra=textwrap.indent(JOB_TEMPLATE, "  ") + "  overlays: [gpu, azure]\n",
+        worker=WORKER_TEMPLATE))
+    assert run_cli("build", str(jobs), "-o", str(tmp_path / "output"),
+                   "--overlays", str(OVERLAYS)).status == 0
+    rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "output" / "demo")],
+                              capture_output=True, text=True, check=True).stdout
+    documents = {f"{d['kind']}/{d['metadata']['name']}": d
+                 for d in YAML(typ="safe").load_all(rendered)}
+    spec = documents["StatefulSet/demo-worker"]["spec"]["template"]["spec"]
+    assert spec["tolerations"] == [
+        {"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ml"},
+        {"key": "spot", "operator": "Exists"},
+        {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert spec["nodeSelector"] == {"pool": "training", "gpu": "a100",
+                                    "nvidia.com/gpu.present": "true"}
+    tensorflow = spec["containers"][0]
+    assert tensorflow["name"] == "tensorflow"
+    mounts = {m["mountPath"] for m in tensorflow["volumeMounts"]}
+    assert {"/dev/shm", "/data", "/tmp"} <= mounts
+    names = [v["name"] for v in tensorflow["env"]]
+    assert names[-1] == "HDF5_USE_FILE_LOCKING" and "POD_IP" in names
+    assert {"dshm", "dataset", "tfcompile-state"} <= {v["name"] for v in spec["volumes"]}
+
+
+def test_running_as_root_needs_run_as_non_root_false(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+        podTemplate:
+          spec:
+            securityContext: {runAsUser: 0}
+            containers:
+            - name: helper
+              image: busybox:1.36
+              securityContext: {runAsUser: 0, runAsNonRoot: false}
+        """), "  "), worker="")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 2
+    lines = [line for line in result.stderr.splitlines() if "runAsUser" in line]
+    assert len(lines) == 1, lines
+    assert ("spec.podTemplate.spec.securityContext.runAsUser: user 0 under runAsNonRoot: true "
+            "(tfcompile's default) never starts: add runAsNonRoot: false") in lines[0]
+    fixed = text.replace("securityContext: {runAsUser: 0}",
+                         "securityContext: {runAsUser: 0, runAsNonRoot: false}")
+    assert run_cli("build", str(write_job(fixed)), "-o", str(tmp_path / "out")).status == 0
+
+
+def test_the_order_of_keys_in_a_pod_template_changes_no_output(tmp_path: Path) -> None:
+    def compiled(labels: str, selector: str) -> list[dict[str, Any]]:
+        directory = tmp_path / labels.replace(" ", "").replace(":", "")[:8]
+        directory.mkdir()
+        return compile_job(directory, JOB.format(extra=textwrap.indent(textwrap.dedent(f"""\
+            podTemplate:
+              metadata: {{labels: {labels}}}
+              spec:
+                nodeSelector: {selector}
+                containers:
+                - name: tensorflow
+                  resources: {{limits: {{memory: 1Gi, cpu: "2"}}}}
+            """), "  "), worker=""))
+
+    first = compiled("{b: '1', a: '2'}", "{z: '1', y: '2'}")
+    second = compiled("{a: '2', b: '1'}", "{y: '2', z: '1'}")
+    assert json.dumps(first) == json.dumps(second)
+    spec = template_of(first, "demo-worker")["spec"]
+    assert list(spec["nodeSelector"]) == ["y", "z"]
