@@ -2,6 +2,9 @@
 
 Exit status: 0 success; 1 a check failed (stale output, invalid manifests) or an internal error;
 2 the input has problems (each printed as `file:line:col: field: message`) or the usage is wrong.
+
+Each command imports what it runs inside its function: `build` runs in pre-commit hooks and CI
+on every change, and must not pay for loading the validator, the renderer or the local runner.
 """
 
 from __future__ import annotations
@@ -13,21 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfcompile.spec.problems import SpecError
-from tfcompile.spec.schema import schema_text
 
-from .build import BuildSettings, build_plan
-from .immutable_fields import immutable_changes
-from .local_run import LocalRunOptions, SecretsFileError
-from .local_run.job import LocalJobError, LocalJobSettings, run_job
-from .output_tree import unified_diff, write
-from .rendering.kustomize import RenderingError, render
-from .scaffold import ScaffoldError, write_scaffold
-from .validation.validator import validate
-from .validation.versions import (
-    DEFAULT_KUBERNETES_VERSION,
-    OLDEST_KUBERNETES_VERSION,
-    KubernetesVersionError,
-)
+from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -35,6 +25,10 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
+    from .build import BuildSettings, build_plan
+    from .immutable_fields import immutable_changes
+    from .output_tree import unified_diff, write
+
     settings = BuildSettings(
         inputs=[Path(p) for p in arguments.paths] or [Path(".")],
         output=Path(arguments.output),
@@ -79,6 +73,10 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
 
 
 def _validate(arguments: argparse.Namespace) -> int:
+    from .rendering.kustomize import RenderingError
+    from .validation.validator import validate
+    from .validation.versions import KubernetesVersionError
+
     directories = _job_directories(arguments.directories, Path(arguments.output))
     if not directories:
         print(f"tfcompile: no compiled job under {arguments.output}; run `tfcompile build` "
@@ -88,6 +86,9 @@ def _validate(arguments: argparse.Namespace) -> int:
     for directory in directories:
         try:
             report = validate(directory, arguments.kubernetes_version)
+        except KubernetesVersionError as error:
+            print(f"tfcompile: {error}", file=sys.stderr)
+            return EXIT_USAGE
         except RenderingError as error:
             print(f"{directory}: cannot render: {error}", file=sys.stderr)
             failed += 1
@@ -102,6 +103,8 @@ def _validate(arguments: argparse.Namespace) -> int:
 
 
 def _render(arguments: argparse.Namespace) -> int:
+    from .rendering.kustomize import RenderingError, render
+
     try:
         sys.stdout.write(render(Path(arguments.directory)))
     except RenderingError as error:
@@ -111,6 +114,10 @@ def _render(arguments: argparse.Namespace) -> int:
 
 
 def _init(arguments: argparse.Namespace) -> int:
+    from .build import BuildSettings, build_plan
+    from .output_tree import write
+    from .scaffold import ScaffoldError, write_scaffold
+
     directory = Path(arguments.directory)
     try:
         written = write_scaffold(directory)
@@ -127,6 +134,10 @@ def _init(arguments: argparse.Namespace) -> int:
 
 
 def _run_local(arguments: argparse.Namespace) -> int:
+    from .local_run import LocalRunOptions, SecretsFileError
+    from .local_run.job import LocalJobError, LocalJobSettings, run_job
+    from .rendering.kustomize import RenderingError
+
     options = LocalRunOptions(
         restart_limit=arguments.restart_limit,
         backoff_initial_seconds=arguments.backoff,
@@ -153,6 +164,8 @@ def _run_local(arguments: argparse.Namespace) -> int:
 
 
 def _schema(arguments: argparse.Namespace) -> int:
+    from tfcompile.spec.schema import schema_text
+
     sys.stdout.write(schema_text())
     return EXIT_OK
 
@@ -241,9 +254,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = len(error.problems)
         print(f"tfcompile: {count} problem{'s' if count != 1 else ''} found; nothing was written",
               file=sys.stderr)
-        return EXIT_USAGE
-    except KubernetesVersionError as error:
-        print(f"tfcompile: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
