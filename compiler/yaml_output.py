@@ -14,7 +14,6 @@ Basic Multilingual Plane), and committed output must not change with the emitter
 
 from __future__ import annotations
 
-import copy
 import functools
 import io
 from collections.abc import Mapping, Sequence
@@ -75,7 +74,27 @@ def _scalar(tag: Tag, text: str, style: str | None = None) -> ScalarEvent:
     return ScalarEvent(None, tag, (plain, quoted, True), text, style=style)
 
 
+_REMEMBERED_LENGTH_MAXIMUM = 256  # the names, labels and keys that recur from file to file
+
+
 def _string(text: str) -> ScalarEvent:
+    if len(text) <= _REMEMBERED_LENGTH_MAXIMUM:
+        return _remembered_string(text)
+    return _new_string(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered_string(text: str) -> ScalarEvent:
+    return _new_string(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _key(text: str) -> ScalarEvent:
+    # Keys are written as given: only values go through the quoting rules of `_new_string`.
+    return _scalar(_STRING, text)
+
+
+def _new_string(text: str) -> ScalarEvent:
     if "\n" in text and _block_safe(text):
         return _scalar(_STRING, text, _LITERAL)
     if not _read_as_string_by_every_parser(text):
@@ -97,8 +116,7 @@ def _events(value: Any, events: list[Event]) -> None:
             MappingStartEvent(None, _MAP, True, flow_style=False, nr_items=len(value))
         )
         for key, item in value.items():
-            # Keys are written as given: only values go through the quoting rules above.
-            events.append(_scalar(_STRING, key) if isinstance(key, str) else _value(key))
+            events.append(_key(key) if isinstance(key, str) else _value(key))
             _events(item, events)
         events.append(MappingEndEvent())
     elif isinstance(value, list | tuple):
@@ -112,8 +130,7 @@ def _events(value: Any, events: list[Event]) -> None:
         events.append(_value(value))
 
 
-_ANALYSES: dict[str, ScalarAnalysis] = {}
-_ANALYSED_LENGTH_MAXIMUM = 256
+_ANALYSES: dict[str, tuple[Any, ...]] = {}
 
 
 class _Emitter(Emitter):
@@ -122,13 +139,18 @@ class _Emitter(Emitter):
     analysis depends only on the text and on settings every document here shares."""
 
     def analyze_scalar(self, scalar: Any) -> Any:
-        if len(scalar) > _ANALYSED_LENGTH_MAXIMUM:
+        if len(scalar) > _REMEMBERED_LENGTH_MAXIMUM:
             return super().analyze_scalar(scalar)
-        analysis = _ANALYSES.get(scalar)
-        if analysis is None:
-            analysis = _ANALYSES[scalar] = super().analyze_scalar(scalar)
-        # The emitter marks the analysis while choosing a style: hand it a copy.
-        return copy.copy(analysis)
+        fields = _ANALYSES.get(scalar)
+        if fields is None:
+            found = super().analyze_scalar(scalar)
+            fields = _ANALYSES[scalar] = (
+                found.scalar, found.empty, found.multiline, found.allow_flow_plain,
+                found.allow_block_plain, found.allow_single_quoted, found.allow_double_quoted,
+                found.allow_block,
+            )
+        # The emitter marks the analysis while choosing a style: hand it one of its own.
+        return ScalarAnalysis(*fields)
 
 
 class _Settings(YAML):
