@@ -193,10 +193,10 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
         cases = [
             Case("build: one job (chief, 2 workers, ps, evaluator)",
                  lambda number: [build("one", f"one-output-{number}")],
-                 helm_runs(["job-0"]), "≤ 2× helm"),
+                 helm_runs(["job-0"]), "≤ 2x helm"),
             Case(f"build: {FLEET_SIZE} such jobs, one call (fresh output)",
                  lambda number: [build("fleet", f"fleet-output-{number}")],
-                 helm_runs(fleet), "≤ 0.2× helm (≤ 0.75 s)"),
+                 helm_runs(fleet), "≤ 0.2x helm (≤ 0.75 s)"),
             Case(f"build: {FLEET_SIZE} jobs, no change (rebuild)",
                  lambda number: [build("fleet", "fleet-output")], helm_runs(fleet)),
             Case(f"build --check: {FLEET_SIZE} jobs, up to date",
