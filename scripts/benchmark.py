@@ -48,18 +48,24 @@ FLOOR = "from pydantic import BaseModel; from ruamel.yaml import YAML"
 
 @dataclass
 class Measured:
-    """Wall-clock seconds and peak memory (KiB) of each run of one command."""
+    """Wall-clock seconds, CPU seconds and peak memory (KiB) of each run of one command."""
 
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     peak_kib: list[int] = field(default_factory=list)
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds)
 
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_seconds)
 
-def run(command: Sequence[str], cwd: Path) -> tuple[float, int]:
-    """Run `command` to its end; its wall-clock seconds and peak resident memory in KiB."""
+
+def run(command: Sequence[str], cwd: Path) -> tuple[float, float, int]:
+    """Run `command` to its end; its wall-clock seconds, CPU seconds (user and system: less
+    sensitive than wall-clock time to other work on the machine) and peak memory in KiB."""
     started = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
@@ -71,7 +77,7 @@ def run(command: Sequence[str], cwd: Path) -> tuple[float, int]:
     if process.returncode != 0:
         sys.exit(f"benchmark: {' '.join(command)} failed ({process.returncode}):\n"
                  f"{error.decode(errors='replace')}")
-    return elapsed, usage.ru_maxrss
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
 def tfcompile_command() -> list[str]:
@@ -128,13 +134,15 @@ def measure(cases: list[Case], rounds: int, cwd: Path) -> None:
             ):
                 if not commands:
                     continue
-                seconds, peak = 0.0, 0
+                seconds, cpu_seconds, peak = 0.0, 0.0, 0
                 for command in commands:
-                    elapsed, used = run(command, cwd)
+                    elapsed, cpu, used = run(command, cwd)
                     seconds += elapsed
+                    cpu_seconds += cpu
                     peak = max(peak, used)
                 measured = case.results.setdefault(column, Measured())
                 measured.seconds.append(seconds)
+                measured.cpu_seconds.append(cpu_seconds)
                 measured.peak_kib.append(peak)
 
 
@@ -143,18 +151,21 @@ def milliseconds(value: float) -> str:
 
 
 def report(cases: list[Case], peer_name: str, rounds: int) -> None:
-    print(f"medians of {rounds} interleaved runs; floor = python -c '{FLOOR}'")
-    print(f"{'case':<46} {'tfcompile':>11} {'peak':>7} {peer_name:>13} {'ratio':>6} "
-          f"{'floor':>11} {'goal':<28}")
+    print(f"medians of {rounds} interleaved runs, wall clock (cpu = user + system time); "
+          f"floor = python -c '{FLOOR}'")
+    print(f"{'case':<50} {'tfcompile':>11} {'cpu':>11} {'peak':>7} {peer_name:>13} "
+          f"{'cpu':>11} {'ratio':>6} {'floor':>11} {'cpu':>11}  goal")
     for case in cases:
         ours = case.results["tfcompile"]
         peer = case.results.get("peer")
         floor = case.results["floor"]
         peer_text = milliseconds(peer.median) if peer else "      —    "
+        peer_cpu = milliseconds(peer.cpu_median) if peer else "      —    "
         ratio = f"{ours.median / peer.median:5.2f}x" if peer else "    — "
-        print(f"{case.title:<46} {milliseconds(ours.median):>11} "
-              f"{max(ours.peak_kib) // 1024:4d} MB {peer_text:>13} {ratio:>6} "
-              f"{milliseconds(floor.median):>11} {case.goal:<28}")
+        print(f"{case.title:<50} {milliseconds(ours.median):>11} "
+              f"{milliseconds(ours.cpu_median):>11} {max(ours.peak_kib) // 1024:4d} MB "
+              f"{peer_text:>13} {peer_cpu:>11} {ratio:>6} {milliseconds(floor.median):>11} "
+              f"{milliseconds(floor.cpu_median):>11}  {case.goal}")
 
 
 def load() -> str:
@@ -215,7 +226,9 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
     validate = cases[-1].results
     if "peer" in validate:
         beyond = validate["tfcompile"].median - validate["peer"].median
-        print(f"validate beyond {' '.join(kustomize or [])}: {beyond * 1000:.0f} ms")
+        beyond_cpu = validate["tfcompile"].cpu_median - validate["peer"].cpu_median
+        print(f"validate beyond {' '.join(kustomize or [])}: {beyond * 1000:.0f} ms "
+              f"(cpu {beyond_cpu * 1000:.0f} ms; a process's cpu includes its children's)")
     print(f"after: {load()}")
 
 
