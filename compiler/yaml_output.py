@@ -43,6 +43,7 @@ _PREFIX = "tag:yaml.org,2002:"
 _STRING = Tag(suffix=_PREFIX + "str")
 _INTEGER = Tag(suffix=_PREFIX + "int")
 _BOOLEAN = Tag(suffix=_PREFIX + "bool")
+_NULL = Tag(suffix=_PREFIX + "null")
 _MAP = Tag(suffix=_PREFIX + "map")
 _SEQUENCE = Tag(suffix=_PREFIX + "seq")
 _LITERAL = "|"
@@ -103,6 +104,8 @@ def _new_string(text: str) -> ScalarEvent:
 
 
 def _value(value: Any) -> ScalarEvent:
+    if value is None:  # inside a document, ruamel writes null as nothing (`key:`)
+        return _scalar(_NULL, "")
     if isinstance(value, bool):
         return _scalar(_BOOLEAN, "true" if value else "false")
     if isinstance(value, int):

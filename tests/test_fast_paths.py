@@ -149,7 +149,7 @@ def _value(generator: random.Random, depth: int) -> Any:
             return _text(generator)
         if kind < 0.9:
             return generator.randint(-5, 100000)
-        return generator.choice([True, False])
+        return generator.choice([True, False, None])
     if choice < 0.75:
         return [_value(generator, depth + 1) for _ in range(generator.randint(0, 4))]
     return {_text(generator): _value(generator, depth + 1) for _ in range(generator.randint(0, 4))}
