@@ -4,6 +4,9 @@ Exit status: 0 success; 1 a check failed (stale output, invalid manifests), the 
 (disk full, read-only, permission denied: one line with the path and the reason) or an internal
 error; 2 the input has problems (each printed as `file:line:col: field: message`), the output tree
 holds something tfcompile will not overwrite or follow, or the usage is wrong.
+
+Each command imports what it runs inside its function: `build` runs in pre-commit hooks and CI
+on every change, and must not pay for loading the validator, the renderer or the local runner.
 """
 
 from __future__ import annotations
@@ -13,27 +16,16 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tfcompile.spec.loading import display_path
 from tfcompile.spec.problems import SpecError, UnreadableInput
-from tfcompile.spec.schema import schema_text
 
-from .build import BuildSettings, build_plan, compile_inputs
-from .immutable_fields import immutable_changes
-from .installation import InstallationError, tfcompile_requirement
-from .local_run import LocalRunOptions, SecretsFileError
-from .local_run.job import LocalJobError, LocalJobSettings, run_job
+from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION
 from .output_errors import OutputEnvironmentError, OutputRefused
-from .output_lock import locked
-from .output_tree import Plan, unified_diff, write
-from .rendering.kustomize import RenderingError, render
-from .scaffold import ScaffoldError, write_scaffold
-from .validation.validator import validate
-from .validation.versions import (
-    DEFAULT_KUBERNETES_VERSION,
-    OLDEST_KUBERNETES_VERSION,
-    KubernetesVersionError,
-)
+
+if TYPE_CHECKING:
+    from .build import BuildSettings
+    from .output_tree import Plan
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,6 +33,13 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
+    from tfcompile.spec.loading import display_path
+
+    from .build import BuildSettings, build_plan, compile_inputs
+    from .immutable_fields import immutable_changes
+    from .output_lock import locked
+    from .output_tree import write
+
     settings = BuildSettings(
         inputs=[Path(p) for p in arguments.paths] or [Path(".")],
         output=Path(arguments.output),
@@ -82,6 +81,8 @@ def _report_prunes(changes: Plan, verb: str) -> None:
 
 
 def _report_check(settings: BuildSettings, changes: Plan) -> int:
+    from .output_tree import unified_diff
+
     difference = unified_diff(changes)
     if not difference:
         print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
@@ -108,6 +109,10 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
 
 
 def _validate(arguments: argparse.Namespace) -> int:
+    from .rendering.kustomize import RenderingError
+    from .validation.validator import validate
+    from .validation.versions import KubernetesVersionError
+
     directories = _job_directories(arguments.directories, Path(arguments.output))
     if not directories:
         print(f"tfcompile: no compiled job under {arguments.output}; run `tfcompile build` "
@@ -118,6 +123,9 @@ def _validate(arguments: argparse.Namespace) -> int:
         try:
             report = validate(directory, arguments.kubernetes_version,
                               allow_remote=arguments.allow_remote)
+        except KubernetesVersionError as error:
+            print(f"tfcompile: {error}", file=sys.stderr)
+            return EXIT_USAGE
         except RenderingError as error:
             print(f"{directory}: cannot render: {error}", file=sys.stderr)
             failed += 1
@@ -132,6 +140,8 @@ def _validate(arguments: argparse.Namespace) -> int:
 
 
 def _render(arguments: argparse.Namespace) -> int:
+    from .rendering.kustomize import RenderingError, render
+
     try:
         sys.stdout.write(render(Path(arguments.directory), allow_remote=arguments.allow_remote))
     except RenderingError as error:
@@ -141,6 +151,12 @@ def _render(arguments: argparse.Namespace) -> int:
 
 
 def _init(arguments: argparse.Namespace) -> int:
+    from .build import BuildSettings, build_plan
+    from .installation import InstallationError, tfcompile_requirement
+    from .output_lock import locked
+    from .output_tree import write
+    from .scaffold import ScaffoldError, write_scaffold
+
     directory = Path(arguments.directory)
     try:
         requirement = tfcompile_requirement(arguments.tfcompile_requirement)
@@ -161,6 +177,10 @@ def _init(arguments: argparse.Namespace) -> int:
 
 
 def _run_local(arguments: argparse.Namespace) -> int:
+    from .local_run import LocalRunOptions, SecretsFileError
+    from .local_run.job import LocalJobError, LocalJobSettings, run_job
+    from .rendering.kustomize import RenderingError
+
     options = LocalRunOptions(
         restart_limit=arguments.restart_limit,
         backoff_initial_seconds=arguments.backoff,
@@ -188,6 +208,8 @@ def _run_local(arguments: argparse.Namespace) -> int:
 
 
 def _schema(arguments: argparse.Namespace) -> int:
+    from tfcompile.spec.schema import schema_text
+
     sys.stdout.write(schema_text())
     return EXIT_OK
 
@@ -289,9 +311,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = len(error.problems)
         print(f"tfcompile: {count} problem{'s' if count != 1 else ''} found; nothing was written",
               file=sys.stderr)
-        return EXIT_USAGE
-    except KubernetesVersionError as error:
-        print(f"tfcompile: {error}", file=sys.stderr)
         return EXIT_USAGE
     except OutputRefused as error:
         for reason in error.reasons:

@@ -3,6 +3,10 @@
 Kubernetes rejects an update to a StatefulSet's selector, serviceName, podManagementPolicy or
 volumeClaimTemplates. Argo CD would retry such a sync forever, so `build` compares the new output
 with the committed one and stops before the change reaches git, saying what to do instead.
+
+Only files whose text changes are parsed (a file written again byte for byte cannot change a
+field), so a rebuild of a large repository parses nothing; ruamel's C parser reads the rest when
+it is installed.
 """
 
 from __future__ import annotations
@@ -40,9 +44,7 @@ class ImmutableChange:
         )
 
 
-def _load(text: str | None) -> dict[str, Any] | None:
-    if text is None:
-        return None
+def _load(text: str) -> dict[str, Any] | None:
     try:
         document = YAML(typ="safe").load(text)
     except YAMLError:
@@ -53,12 +55,15 @@ def _load(text: str | None) -> dict[str, Any] | None:
 def immutable_changes(changes: Plan) -> list[ImmutableChange]:
     """StatefulSets present before and after whose immutable fields differ."""
     found = []
-    for path, text in changes.writes.items():
+    for path in changes.changed:
+        text = changes.writes.get(path)
+        target = changes.output / path
+        if text is None or not target.is_file():
+            continue  # removed, or new: nothing to update in place
         new = _load(text)
         if new is None or new.get("kind") != "StatefulSet":
             continue
-        target = changes.output / path
-        old = _load(target.read_text(encoding="utf-8")) if target.is_file() else None
+        old = _load(target.read_text(encoding="utf-8"))
         if old is None or old.get("kind") != "StatefulSet":
             continue
         old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}

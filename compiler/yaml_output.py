@@ -3,41 +3,63 @@
 Objects are plain dicts whose key order the builders chose (apiVersion, kind, metadata, spec);
 multi-line strings become literal blocks, long lines are never folded, and nothing that varies
 between runs (times, versions) is written: the same spec gives the same bytes.
+
+ruamel.yaml's emitter lays the text out. This module hands it the document's events directly,
+with every scalar's style already chosen, instead of going through ruamel's representer and
+serializer: the bytes are the ones those would produce, without the per-document cost of
+building a dumper and resolving every scalar twice. libyaml's emitter (PyYAML's or ruamel's C
+one) is not used: it writes some strings differently (tabs in a script, characters beyond the
+Basic Multilingual Plane), and committed output must not change with the emitter.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.emitter import Emitter, ScalarAnalysis
+from ruamel.yaml.events import (
+    DocumentEndEvent,
+    DocumentStartEvent,
+    Event,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+    StreamStartEvent,
+)
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
-from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarString
+from ruamel.yaml.tag import Tag
 
 _YAML_1_1 = VersionedResolver(version=(1, 1))
-_STRING_TAG = "tag:yaml.org,2002:str"
+_YAML_1_2 = VersionedResolver(version=(1, 2))
+_PREFIX = "tag:yaml.org,2002:"
+_STRING = Tag(suffix=_PREFIX + "str")
+_INTEGER = Tag(suffix=_PREFIX + "int")
+_BOOLEAN = Tag(suffix=_PREFIX + "bool")
+_NULL = Tag(suffix=_PREFIX + "null")
+_MAP = Tag(suffix=_PREFIX + "map")
+_SEQUENCE = Tag(suffix=_PREFIX + "seq")
+_LITERAL = "|"
+_SINGLE_QUOTED = "'"
+
+
+@functools.lru_cache(maxsize=8192)
+def _resolved_tag(text: str, version: tuple[int, int]) -> str:
+    """The type a YAML `version` parser gives `text` written plain."""
+    resolver = _YAML_1_1 if version == (1, 1) else _YAML_1_2
+    return str(resolver.resolve(ScalarNode, text, (True, False)))
 
 
 def _read_as_string_by_every_parser(text: str) -> bool:
     """Go's YAML 1.1 parsers read `on`, `y` or `0777` as other types; quote those strings."""
-    for resolver in (_YAML_1_1, VersionedResolver(version=(1, 2))):
-        if resolver.resolve(ScalarNode, text, (True, False)) != _STRING_TAG:
-            return False
-    return True
-
-
-def _prepare(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {key: _prepare(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_prepare(item) for item in value]
-    if isinstance(value, str) and "\n" in value and _block_safe(value):
-        return LiteralScalarString(value)
-    if isinstance(value, str) and not _read_as_string_by_every_parser(value):
-        return SingleQuotedScalarString(value)
-    return value
+    return _resolved_tag(text, (1, 1)) == str(_STRING) == _resolved_tag(text, (1, 2))
 
 
 def _block_safe(text: str) -> bool:
@@ -45,13 +67,115 @@ def _block_safe(text: str) -> bool:
     return not any(line != line.rstrip(" \t") for line in text.split("\n")) and "\r" not in text
 
 
-def _writer() -> YAML:
-    writer = YAML(typ="rt", pure=True)
-    writer.default_flow_style = False
-    writer.width = 1 << 30
-    writer.indent(mapping=2, sequence=2, offset=0)
-    writer.explicit_start = False
-    return writer
+def _scalar(tag: Tag, text: str, style: str | None = None) -> ScalarEvent:
+    """A scalar event as ruamel's serializer makes it: `implicit` says whether the text, plain
+    or quoted, reads back as `tag` (YAML 1.2, the version ruamel writes)."""
+    plain = _resolved_tag(text, (1, 2)) == str(tag)
+    quoted = tag == _STRING
+    return ScalarEvent(None, tag, (plain, quoted, True), text, style=style)
+
+
+_REMEMBERED_LENGTH_MAXIMUM = 256  # the names, labels and keys that recur from file to file
+
+
+def _string(text: str) -> ScalarEvent:
+    if len(text) <= _REMEMBERED_LENGTH_MAXIMUM:
+        return _remembered_string(text)
+    return _new_string(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered_string(text: str) -> ScalarEvent:
+    return _new_string(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _key(text: str) -> ScalarEvent:
+    # Keys are written as given: only values go through the quoting rules of `_new_string`.
+    return _scalar(_STRING, text)
+
+
+def _new_string(text: str) -> ScalarEvent:
+    if "\n" in text and _block_safe(text):
+        return _scalar(_STRING, text, _LITERAL)
+    if not _read_as_string_by_every_parser(text):
+        return _scalar(_STRING, text, _SINGLE_QUOTED)
+    return _scalar(_STRING, text)
+
+
+def _value(value: Any) -> ScalarEvent:
+    if value is None:  # inside a document, ruamel writes null as nothing (`key:`)
+        return _scalar(_NULL, "")
+    if isinstance(value, bool):
+        return _scalar(_BOOLEAN, "true" if value else "false")
+    if isinstance(value, int):
+        return _scalar(_INTEGER, str(value))
+    raise TypeError(f"tfcompile writes no {type(value).__name__} values")
+
+
+def _events(value: Any, events: list[Event]) -> None:
+    if isinstance(value, Mapping):
+        events.append(
+            MappingStartEvent(None, _MAP, True, flow_style=False, nr_items=len(value))
+        )
+        for key, item in value.items():
+            events.append(_key(key) if isinstance(key, str) else _value(key))
+            _events(item, events)
+        events.append(MappingEndEvent())
+    elif isinstance(value, list | tuple):
+        events.append(SequenceStartEvent(None, _SEQUENCE, True, flow_style=False))
+        for item in value:
+            _events(item, events)
+        events.append(SequenceEndEvent())
+    elif isinstance(value, str):
+        events.append(_string(value))
+    else:
+        events.append(_value(value))
+
+
+_ANALYSES: dict[str, tuple[Any, ...]] = {}
+
+
+class _Emitter(Emitter):
+    """ruamel's emitter, remembering how each short scalar may be written: the same names and
+    labels recur in every file, and the analysis walks the text one character at a time. The
+    analysis depends only on the text and on settings every document here shares."""
+
+    def analyze_scalar(self, scalar: Any) -> Any:
+        if len(scalar) > _REMEMBERED_LENGTH_MAXIMUM:
+            return super().analyze_scalar(scalar)
+        fields = _ANALYSES.get(scalar)
+        if fields is None:
+            found = super().analyze_scalar(scalar)
+            fields = _ANALYSES[scalar] = (
+                found.scalar, found.empty, found.multiline, found.allow_flow_plain,
+                found.allow_block_plain, found.allow_single_quoted, found.allow_double_quoted,
+                found.allow_block,
+            )
+        # The emitter marks the analysis while choosing a style: hand it one of its own.
+        return ScalarAnalysis(*fields)
+
+
+class _Settings(YAML):
+    """What the emitter asks its dumper: the YAML version written (1.2) and its serializer."""
+
+    def __init__(self) -> None:
+        super().__init__(typ="rt", pure=True)
+
+
+_SETTINGS = _Settings()
+_NEVER_FOLDED = 1 << 30
+_INDENT = 2
+
+
+def _emitter(stream: io.StringIO) -> _Emitter:
+    """An emitter laid out like `YAML(typ="rt")` with `indent(mapping=2, sequence=2, offset=0)`
+    and lines never folded: block style, sequences not indented under their key."""
+    emitter = _Emitter(stream, width=_NEVER_FOLDED, allow_unicode=True, dumper=_SETTINGS)
+    emitter.best_map_indent = _INDENT
+    emitter.best_sequence_indent = _INDENT
+    emitter.sequence_dash_offset = 0
+    return emitter
 
 
 def dump(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
@@ -59,5 +183,10 @@ def dump(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
     stream = io.StringIO()
     for line in header:
         stream.write(f"# {line}\n" if line else "#\n")
-    _writer().dump(_prepare(document), stream)
+    events: list[Event] = [StreamStartEvent(), DocumentStartEvent(explicit=False)]
+    _events(document, events)
+    events.extend([DocumentEndEvent(explicit=False), StreamEndEvent()])
+    emitter = _emitter(stream)
+    for event in events:
+        emitter.emit(event)
     return stream.getvalue()

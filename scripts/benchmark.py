@@ -1,76 +1,235 @@
-"""Measure how long tfcompile takes: build, build --check and validate, on the examples and on
-a large job. Prints numbers; asserts nothing. Run: `.venv/bin/python scripts/benchmark.py`."""
+"""How fast tfcompile is, as a user meets it: whole `tfcompile` processes, side by side with a peer.
+
+Every case runs the real command in a fresh process, repeatedly; runs are interleaved (tfcompile,
+then its peer, then the import floor, round after round) so that load on the machine affects all
+alike, and the medians are printed with their ratios. The peer is `helm template` of the
+hand-written chart in `benchmark_chart/`, which renders the same objects (a headless Service and a
+StatefulSet per role, TF_CONFIG built with Go templates); the floor is Python importing pydantic
+and ruamel.yaml, which tfcompile cannot go below. `validate` is shown next to `kubectl kustomize`
+(or `kustomize build`) alone, the part of its time that is Kustomize's. Prints numbers, asserts
+nothing. Run: `.venv/bin/python scripts/benchmark.py [--rounds N]`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import io
+import argparse
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfcompile.compiler.cli import main
-
 REPOSITORY = Path(__file__).resolve().parent.parent
+CHART = Path(__file__).resolve().parent / "benchmark_chart"
+FLEET_SIZE = 100
+LARGE_WORKERS = 2000
 
-LARGE_JOB = """\
+JOB = """\
 apiVersion: tfcompile.dev/v1alpha1
 kind: TrainingJob
-metadata: {name: large}
+metadata: {{name: {name}}}
 spec:
   image: tensorflow/tensorflow:2.16.1
   command: [python, train.py]
-  strategy: ParameterServer
   roles:
-    chief: {replicas: 1}
-    worker: {replicas: 1000}
-    ps: {replicas: 50}
-    evaluator: {replicas: 1}
+    chief: {{replicas: 1}}
+    worker: {{replicas: {workers}}}
+    ps: {{replicas: 1}}
+    evaluator: {{replicas: 1}}
 """
 
-
-def timed(action: Callable[[], int], repeat: int) -> tuple[float, float]:
-    """(median, best) seconds over `repeat` runs; fails loudly if the command fails."""
-    seconds = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            status = action()
-        seconds.append(time.perf_counter() - started)
-        if status != 0:
-            sys.exit(f"benchmark command failed with status {status}")
-    return statistics.median(seconds), min(seconds)
+FLOOR = "from pydantic import BaseModel; from ruamel.yaml import YAML"
 
 
-def report(name: str, action: Callable[[], int], repeat: int) -> None:
-    median, best = timed(action, repeat)
-    print(f"{name:<52} median {median * 1000:8.1f} ms   best {best * 1000:8.1f} ms   "
-          f"({repeat} runs)")
+@dataclass
+class Measured:
+    """Wall-clock seconds, CPU seconds and peak memory (KiB) of each run of one command."""
+
+    seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
+    peak_kib: list[int] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_seconds)
 
 
-def main_benchmark() -> None:
-    with tempfile.TemporaryDirectory() as temporary:
-        output = Path(temporary) / "output"
-        examples = str(REPOSITORY / "examples")
+def run(command: Sequence[str], cwd: Path) -> tuple[float, float, int]:
+    """Run `command` to its end; its wall-clock seconds, CPU seconds (user and system: less
+    sensitive than wall-clock time to other work on the machine) and peak memory in KiB."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    error = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        sys.exit(f"benchmark: {' '.join(command)} failed ({process.returncode}):\n"
+                 f"{error.decode(errors='replace')}")
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def tfcompile_command() -> list[str]:
+    script = Path(sys.executable).parent / "tfcompile"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tfcompile.compiler.cli"]
+
+
+def find_helm() -> str | None:
+    """`helm` on PATH, else in Go's bin directory (`go install helm.sh/helm/v3/cmd/helm@...`)."""
+    found = shutil.which("helm")
+    if found is not None:
+        return found
+    go = shutil.which("go")
+    if go is None:
+        return None
+    gopath = subprocess.run([go, "env", "GOPATH"], capture_output=True, text=True,
+                            check=False).stdout.strip()
+    candidate = Path(gopath.split(os.pathsep)[0] if gopath else "") / "bin" / "helm"
+    return str(candidate) if gopath and candidate.is_file() else None
+
+
+def find_kustomize() -> list[str] | None:
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    return None
+
+
+def write_jobs(directory: Path, names: Sequence[str], workers: int) -> None:
+    for name in names:
+        (directory / name).mkdir(parents=True)
+        (directory / name / "job.yaml").write_text(JOB.format(name=name, workers=workers))
+
+
+@dataclass
+class Case:
+    """One line of the table: tfcompile's command and, when there is one, its peer's."""
+
+    title: str
+    tfcompile: Callable[[int], list[list[str]]]  # round -> commands run for one measurement
+    peer: Callable[[], list[list[str]]] | None = None
+    goal: str = ""
+    results: dict[str, Measured] = field(default_factory=dict)
+
+
+def measure(cases: list[Case], rounds: int, cwd: Path) -> None:
+    for number in range(rounds):
+        for case in cases:
+            for column, commands in (
+                ("tfcompile", case.tfcompile(number)),
+                ("peer", case.peer() if case.peer else []),
+                ("floor", [[sys.executable, "-c", FLOOR]]),
+            ):
+                if not commands:
+                    continue
+                seconds, cpu_seconds, peak = 0.0, 0.0, 0
+                for command in commands:
+                    elapsed, cpu, used = run(command, cwd)
+                    seconds += elapsed
+                    cpu_seconds += cpu
+                    peak = max(peak, used)
+                measured = case.results.setdefault(column, Measured())
+                measured.seconds.append(seconds)
+                measured.cpu_seconds.append(cpu_seconds)
+                measured.peak_kib.append(peak)
+
+
+def milliseconds(value: float) -> str:
+    return f"{value * 1000:8.0f} ms"
+
+
+def report(cases: list[Case], peer_name: str, rounds: int) -> None:
+    print(f"medians of {rounds} interleaved runs, wall clock (cpu = user + system time); "
+          f"floor = python -c '{FLOOR}'")
+    print(f"{'case':<50} {'tfcompile':>11} {'cpu':>11} {'peak':>7} {peer_name:>13} "
+          f"{'cpu':>11} {'ratio':>6} {'floor':>11} {'cpu':>11}  goal")
+    for case in cases:
+        ours = case.results["tfcompile"]
+        peer = case.results.get("peer")
+        floor = case.results["floor"]
+        peer_text = milliseconds(peer.median) if peer else "      —    "
+        peer_cpu = milliseconds(peer.cpu_median) if peer else "      —    "
+        ratio = f"{ours.median / peer.median:5.2f}x" if peer else "    — "
+        print(f"{case.title:<50} {milliseconds(ours.median):>11} "
+              f"{milliseconds(ours.cpu_median):>11} {max(ours.peak_kib) // 1024:4d} MB "
+              f"{peer_text:>13} {peer_cpu:>11} {ratio:>6} {milliseconds(floor.median):>11} "
+              f"{milliseconds(floor.cpu_median):>11}  {case.goal}")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def main_benchmark(arguments: Sequence[str] | None = None) -> None:
+    options = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    options.add_argument("--rounds", type=int, default=7, help="runs of each command (default 7)")
+    rounds = options.parse_args(arguments).rounds
+    helm = find_helm()
+    kustomize = find_kustomize()
+    tfcompile = tfcompile_command()
+    print(f"before: {load()}")
+    with tempfile.TemporaryDirectory(prefix="tfcompile-benchmark-") as temporary:
+        root = Path(temporary)
+        write_jobs(root / "one", ["job-0"], 2)
+        fleet = [f"job-{number}" for number in range(FLEET_SIZE)]
+        write_jobs(root / "fleet", fleet, 2)
+        write_jobs(root / "large", ["large"], LARGE_WORKERS)
         overlays = str(REPOSITORY / "overlays")
-        report("build examples (4 jobs, 37 files)",
-               lambda: main(["build", examples, "-o", str(output), "--overlays", overlays]), 10)
-        report("build --check examples (up to date)",
-               lambda: main(["build", examples, "-o", str(output), "--overlays", overlays,
-                             "--check"]), 10)
-        report("validate examples (kustomize + schemas + topology)",
-               lambda: main(["validate", "-o", str(output)]), 5)
-        large = Path(temporary) / "large" / "job.yaml"
-        large.parent.mkdir()
-        large.write_text(LARGE_JOB)
-        large_output = Path(temporary) / "large-output"
-        report("build one job of 1052 pods",
-               lambda: main(["build", str(large), "-o", str(large_output)]), 3)
-        report("validate one job of 1052 pods",
-               lambda: main(["validate", "-o", str(large_output)]), 3)
+
+        def build(inputs: str, output: str, *extra: str) -> list[str]:
+            return [*tfcompile, "build", inputs, "-o", output, "--overlays", overlays, *extra]
+
+        for inputs, output in (("fleet", "fleet-output"), ("large", "large-output")):
+            run(build(inputs, output), root)
+
+        def helm_runs(names: Sequence[str]) -> Callable[[], list[list[str]]]:
+            if helm is None:
+                return lambda: []
+            return lambda: [[helm, "template", name, str(CHART), "--set", f"name={name}"]
+                            for name in names]
+
+        cases = [
+            Case("build: one job (chief, 2 workers, ps, evaluator)",
+                 lambda number: [build("one", f"one-output-{number}")],
+                 helm_runs(["job-0"]), "≤ 2x helm"),
+            Case(f"build: {FLEET_SIZE} such jobs, one call (fresh output)",
+                 lambda number: [build("fleet", f"fleet-output-{number}")],
+                 helm_runs(fleet), "≤ 0.2x helm (≤ 0.75 s)"),
+            Case(f"build: {FLEET_SIZE} jobs, no change (rebuild)",
+                 lambda number: [build("fleet", "fleet-output")], helm_runs(fleet)),
+            Case(f"build --check: {FLEET_SIZE} jobs, up to date",
+                 lambda number: [build("fleet", "fleet-output", "--check")], helm_runs(fleet)),
+            Case(f"validate: one job of {LARGE_WORKERS} workers",
+                 lambda number: [[*tfcompile, "validate", "large-output/large"]],
+                 (lambda: [[*kustomize, "large-output/large"]]) if kustomize else None,
+                 "≤ 1 s beyond kustomize, < 200 MB"),
+        ]
+        if helm is None:
+            print("helm: not installed (peer columns empty); "
+                  "go install helm.sh/helm/v3/cmd/helm@v3.22.0")
+        measure(cases, rounds, root)
+    peer_name = "helm / kust." if helm else "kustomize"
+    report(cases, peer_name, rounds)
+    validate = cases[-1].results
+    if "peer" in validate:
+        beyond = validate["tfcompile"].median - validate["peer"].median
+        beyond_cpu = validate["tfcompile"].cpu_median - validate["peer"].cpu_median
+        print(f"validate beyond {' '.join(kustomize or [])}: {beyond * 1000:.0f} ms "
+              f"(cpu {beyond_cpu * 1000:.0f} ms; a process's cpu includes its children's)")
+    print(f"after: {load()}")
 
 
 if __name__ == "__main__":

@@ -125,33 +125,28 @@ def expand_with(text: str, lookup: Callable[[str], str | None]) -> str:
     """`expand` with a lookup function returning None for an unknown variable."""
     pieces: list[str] = []
     checkpoint = 0
-    cursor = 0
-    length = len(text)
-    while cursor < length:
-        if text[cursor] == _OPERATOR and cursor + 1 < length:
-            pieces.append(text[checkpoint:cursor])
-            following = text[cursor + 1]
-            if following == _OPERATOR:
-                pieces.append(_OPERATOR)
-                consumed = 1
-            elif following == _OPENER:
-                closer = text.find(_CLOSER, cursor + 2)
-                if closer == -1:
-                    pieces.append(_OPERATOR + _OPENER)
-                    consumed = 1
-                else:
-                    variable = text[cursor + 2 : closer]
-                    value = lookup(variable)
-                    pieces.append(
-                        value if value is not None else _OPERATOR + _OPENER + variable + _CLOSER
-                    )
-                    consumed = closer - cursor
+    last = len(text) - 1
+    cursor = text.find(_OPERATOR)
+    while 0 <= cursor < last:  # a `$` as the last character stays as it is
+        pieces.append(text[checkpoint:cursor])
+        following = text[cursor + 1]
+        checkpoint = cursor + 2
+        if following == _OPERATOR:
+            pieces.append(_OPERATOR)
+        elif following == _OPENER:
+            closer = text.find(_CLOSER, cursor + 2)
+            if closer == -1:
+                pieces.append(_OPERATOR + _OPENER)
             else:
-                pieces.append(_OPERATOR + following)
-                consumed = 1
-            cursor += consumed
-            checkpoint = cursor + 1
-        cursor += 1
+                variable = text[cursor + 2 : closer]
+                value = lookup(variable)
+                pieces.append(
+                    value if value is not None else _OPERATOR + _OPENER + variable + _CLOSER
+                )
+                checkpoint = closer + 1
+        else:
+            pieces.append(_OPERATOR + following)
+        cursor = text.find(_OPERATOR, checkpoint)
     pieces.append(text[checkpoint:])
     return "".join(pieces)
 

@@ -50,6 +50,38 @@ class Member:
     task_index: int
 
 
+class _Clusters:
+    """The clusters a job's pods see, each distinct one parsed, checked and printed once.
+
+    The pods of a StatefulSet see the same cluster; for a job of thousands of tasks, keeping one
+    copy per pod would cost memory and time in the square of the number of tasks.
+    """
+
+    _DISTINCT_MAXIMUM = 16  # beyond this many different clusters, compare no more
+
+    def __init__(self) -> None:
+        self._distinct: list[dict[str, list[str]]] = []
+        self._texts: dict[int, tuple[Mapping[str, list[str]], str]] = {}
+
+    def find(self, cluster: Any) -> dict[str, list[str]] | None:
+        """A cluster already checked that equals `cluster`, or None."""
+        for known in self._distinct:
+            if known == cluster:
+                return known
+        return None
+
+    def add(self, cluster: dict[str, list[str]]) -> None:
+        if len(self._distinct) < self._DISTINCT_MAXIMUM:
+            self._distinct.append(cluster)
+
+    def text(self, cluster: Mapping[str, list[str]]) -> str:
+        """The cluster as compact JSON with sorted keys, to compare and to print."""
+        known = self._texts.get(id(cluster))
+        if known is None or known[0] is not cluster:
+            known = self._texts[id(cluster)] = (cluster, _canonical(cluster))
+        return known[1]
+
+
 class _Problems:
     """Problems in the order found, each reported once."""
 
@@ -119,12 +151,13 @@ def _check_job(
 ) -> None:
     members: list[Member] = []
     without: list[Pod] = []
+    clusters = _Clusters()
     for pod in job_pods:
         container = _tf_config_container(pod)
         if container is None:
             without.append(pod)
             continue
-        member = _parse_member(pod, container, problems)
+        member = _parse_member(pod, container, problems, clusters)
         if member is not None:
             members.append(member)
     with_tf_config = len(job_pods) - len(without)
@@ -146,7 +179,7 @@ def _check_job(
         )
     if not members:
         return
-    cluster = _agreed_cluster(job, members, problems)
+    cluster = _agreed_cluster(job, members, problems, clusters)
     _check_replicas(cluster, members, objects, problems)
     _check_hosts(cluster, members, objects, all_pods, problems, notes)
     _check_tasks(cluster, members, {pod.name for pod in all_pods}, problems)
@@ -160,7 +193,9 @@ def _tf_config_container(pod: Pod) -> Container | None:
     return candidates[0] if candidates else None
 
 
-def _parse_member(pod: Pod, container: Container, problems: _Problems) -> Member | None:
+def _parse_member(
+    pod: Pod, container: Container, problems: _Problems, clusters: _Clusters
+) -> Member | None:
     value = container.environment[TF_CONFIG]
     owner = _owner(pod)
     size = environment_string_size(TF_CONFIG, value)
@@ -195,7 +230,12 @@ def _parse_member(pod: Pod, container: Container, problems: _Problems) -> Member
         return None
     cluster = document.get("cluster") if isinstance(document, dict) else None
     task = document.get("task") if isinstance(document, dict) else None
-    if not _is_cluster(cluster) or not isinstance(task, dict):
+    known = clusters.find(cluster)
+    if known is not None:
+        cluster = known
+    elif _is_cluster(cluster):
+        clusters.add(cast(dict[str, list[str]], cluster))
+    if (known is None and not _is_cluster(cluster)) or not isinstance(task, dict):
         problems.add(
             owner,
             f'{TF_CONFIG} of pod {pod.name} needs a "cluster" mapping each role to a list of '
@@ -226,27 +266,26 @@ def _canonical(cluster: Mapping[str, list[str]]) -> str:
     return json.dumps(cluster, sort_keys=True, separators=(",", ":"))
 
 
-def _agreed_cluster(job: str, members: list[Member], problems: _Problems) -> dict[str, list[str]]:
+def _agreed_cluster(
+    job: str, members: list[Member], problems: _Problems, clusters: _Clusters
+) -> dict[str, list[str]]:
     """The cluster most pods see; every StatefulSet whose pods see another one is a problem."""
-    counts = Counter(_canonical(member.cluster) for member in members)
-    agreed_text = max(counts, key=lambda text: (counts[text], -_first_position(text, members)))
+    texts = [clusters.text(member.cluster) for member in members]
+    counts = Counter(texts)
+    first_positions: dict[str, int] = {}
+    for position, text in enumerate(texts):
+        first_positions.setdefault(text, position)
+    agreed_text = max(counts, key=lambda text: (counts[text], -first_positions[text]))
     agreed = json.loads(agreed_text)
-    for member in members:
-        if _canonical(member.cluster) != agreed_text:
+    for member, text in zip(members, texts, strict=True):
+        if text != agreed_text:
             problems.add(
                 _owner(member.pod),
-                f"pod {member.pod.name} sees the cluster {_canonical(member.cluster)} but other "
+                f"pod {member.pod.name} sees the cluster {text} but other "
                 f"pods of {_job_words(job)} see {agreed_text}; every pod must see the same "
                 "cluster: " + RECOMPILE,
             )
     return dict(agreed)
-
-
-def _first_position(text: str, members: list[Member]) -> int:
-    for position, member in enumerate(members):
-        if _canonical(member.cluster) == text:
-            return position
-    return len(members)
 
 
 def _role_of(owner_members: list[Member]) -> str:

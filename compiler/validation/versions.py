@@ -14,8 +14,16 @@ import re
 from importlib import resources
 from importlib.resources.abc import Traversable
 
-DEFAULT_KUBERNETES_VERSION = "1.33"
-OLDEST_KUBERNETES_VERSION = "1.28"
+from ..kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION
+
+__all__ = [
+    "DEFAULT_KUBERNETES_VERSION",
+    "OLDEST_KUBERNETES_VERSION",
+    "KubernetesVersionError",
+    "known_versions",
+    "normalize_version",
+    "schema_directory",
+]
 
 _SCHEMA_DIRECTORY = re.compile(r"v(?P<major>\d+)\.(?P<minor>\d+)\.\d+-local-strict")
 _VERSION = re.compile(r"v?(?P<major>\d+)\.(?P<minor>\d+)(?:\.\d+)?")

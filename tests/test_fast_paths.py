@@ -1,0 +1,270 @@
+"""What keeps tfcompile fast at fleet scale, pinned as behaviour rather than timings.
+
+`build` runs in pre-commit hooks and CI on every change: it loads nothing of `validate`,
+`render` or `run-local`. The emitter feeds ruamel's emitter events directly and must write the
+bytes ruamel's own dumper writes. `validate` expands a StatefulSet's pod template once: the pods
+it derives must equal the pods expanded one by one, and memory must grow with the number of
+tasks, not with its square.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+from ruamel.yaml.nodes import ScalarNode
+from ruamel.yaml.resolver import VersionedResolver
+from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarString
+
+from tests.conftest import EXAMPLES, OVERLAYS, Result
+from tfcompile.compiler.rendering.kustomize import render
+from tfcompile.compiler.rendering.manifests import parse_manifests
+from tfcompile.compiler.rendering.pods import (
+    POD_INDEX_LABEL,
+    POD_NAME_LABEL,
+    environment_sources,
+    pod_from_template,
+    pods_of,
+)
+from tfcompile.compiler.validation.validator import validate_rendered
+from tfcompile.compiler.yaml_output import dump
+
+NOT_LOADED_BY_BUILD = (
+    "tfcompile.compiler.validation",
+    "tfcompile.compiler.rendering",
+    "tfcompile.compiler.local_run",
+    "tfcompile.compiler.scaffold",
+    "tfcompile.spec.schema",
+    "jsonschema",
+    "kubernetes_validate",
+)
+
+
+def _imported_modules(arguments: list[str], directory: Path) -> tuple[int, set[str]]:
+    """Run `tfcompile ARGUMENTS` in a fresh interpreter; its status and every module it loaded."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tfcompile.compiler.cli", *arguments],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    modules = set(re.findall(r"^import time:\s*\d+ \|\s*\d+ \|\s*(\S+)", completed.stderr, re.M))
+    return completed.returncode, modules
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["build", "build --check"])
+def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, check: bool) -> None:
+    output = tmp_path / "output"
+    arguments = ["build", str(EXAMPLES), "-o", str(output), "--overlays", str(OVERLAYS)]
+    if check:
+        status, _ = _imported_modules(arguments, tmp_path)
+        assert status == 0
+        arguments.append("--check")
+    status, modules = _imported_modules(arguments, tmp_path)
+    assert status == 0
+    assert "tfcompile.compiler.build" in modules  # the import list was read
+    loaded = sorted(
+        module for module in modules
+        if any(module == name or module.startswith(name + ".") for name in NOT_LOADED_BY_BUILD)
+    )
+    assert loaded == []
+
+
+def test_validate_still_loads_what_it_needs(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
+    output = tmp_path / "output"
+    assert run_cli("build", str(EXAMPLES / "mnist"), "-o", str(output),
+                   "--overlays", str(OVERLAYS)).status == 0
+    status, modules = _imported_modules(["validate", "-o", str(output)], tmp_path)
+    assert status == 0
+    assert {"tfcompile.compiler.validation.schemas", "jsonschema"} <= modules
+    assert not any(module.startswith("tfcompile.compiler.local_run") for module in modules)
+
+
+# The emitter as it was before it fed events directly: ruamel's representer and serializer.
+_YAML_1_1 = VersionedResolver(version=(1, 1))
+_YAML_1_2 = VersionedResolver(version=(1, 2))
+
+
+def _reference_dump(document: Mapping[str, Any]) -> str:
+    def string_everywhere(text: str) -> bool:
+        return all(
+            resolver.resolve(ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str"
+            for resolver in (_YAML_1_1, _YAML_1_2)
+        )
+
+    def prepare(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: prepare(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [prepare(item) for item in value]
+        block_safe = not any(line != line.rstrip(" \t") for line in str(value).split("\n"))
+        if isinstance(value, str) and "\n" in value and block_safe and "\r" not in value:
+            return LiteralScalarString(value)
+        if isinstance(value, str) and not string_everywhere(value):
+            return SingleQuotedScalarString(value)
+        return value
+
+    writer = YAML(typ="rt", pure=True)
+    writer.default_flow_style = False
+    writer.width = 1 << 30
+    writer.indent(mapping=2, sequence=2, offset=0)
+    stream = io.StringIO()
+    writer.dump(prepare(document), stream)
+    return stream.getvalue()
+
+
+_CHARACTERS = [*"abcXYZ019 -_./:,?[]{}#&*!|>'\"%@`=~<+\\$()", "\t", "\n", "\n\n", "\r", "é",
+               "☃", "😀", "\x85", "\u2028", "\ufeff", "\x00", "\x7f", "\xa0", "  "]
+_WORDS = ["yes", "no", "on", "off", "y", "True", "null", "~", "0777", "0o17", "0x1F", "1e3",
+          "1.5", "1_000", ".inf", "2001-12-14", "<<", "=", "-", "---", "...", "- a", "a: b",
+          "a #b", "#a", "", " ", "12:30:45", "+1", "0", "!tag", "&a", "*a", "|", ">", "? x",
+          "def main():\n\tpass\n", "line\n\n\n", "  indented\nblock\n", "trailing \nspace"]
+
+
+def _text(generator: random.Random) -> str:
+    if generator.random() < 0.3:
+        return generator.choice(_WORDS)
+    length = generator.choice([1, 2, 5, 20, 127, 128, 129, 200])
+    text = "".join(generator.choice(_CHARACTERS) for _ in range(length))
+    return generator.choice(_WORDS) + text if generator.random() < 0.3 else text
+
+
+def _value(generator: random.Random, depth: int) -> Any:
+    choice = generator.random()
+    if depth > 3 or choice < 0.5:
+        kind = generator.random()
+        if kind < 0.8:
+            return _text(generator)
+        if kind < 0.9:
+            return generator.randint(-5, 100000)
+        return generator.choice([True, False, None])
+    if choice < 0.75:
+        return [_value(generator, depth + 1) for _ in range(generator.randint(0, 4))]
+    return {_text(generator): _value(generator, depth + 1) for _ in range(generator.randint(0, 4))}
+
+
+def test_the_emitter_writes_the_bytes_ruamels_dumper_writes() -> None:
+    generator = random.Random(20261126)
+    for _ in range(400):
+        document = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "data": {_text(generator): _value(generator, 0) for _ in range(4)}}
+        assert dump(document) == _reference_dump(document), document
+
+
+def _stateful_set(replicas: int, extra_value: str = "plain") -> dict[str, Any]:
+    """A StatefulSet whose pods read their name and ordinal in every way the kubelet allows."""
+    def field(path: str) -> dict[str, Any]:
+        return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "demo-worker"},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": "demo-worker",
+            "template": {
+                "metadata": {"labels": {"tfcompile.dev/role": "worker"},
+                             "annotations": {"note": extra_value}},
+                "spec": {
+                    "containers": [{
+                        "name": "tensorflow",
+                        "image": "python:3.11",
+                        "command": ["python", "-c", "$(POD_NAME)"],
+                        "args": ["--index=$(TASK_INDEX)", "$$(TASK_INDEX)", "$(UNSET)"],
+                        "env": [
+                            {"name": "TASK_INDEX",
+                             **field(f"metadata.labels['{POD_INDEX_LABEL}']")},
+                            {"name": "POD_NAME", **field("metadata.name")},
+                            {"name": "SAME", **field(f"metadata.labels['{POD_NAME_LABEL}']")},
+                            {"name": "NOTE", **field("metadata.annotations['note']")},
+                            {"name": "FROM_MAP",
+                             "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "k"}}},
+                            {"name": "TF_CONFIG",
+                             "value": '{"task":{"index":$(TASK_INDEX)},"me":"$(POD_NAME)",'
+                                      '"map":"$(FROM_MAP)"}'},
+                        ],
+                        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch",
+                                          "subPathExpr": "$(POD_NAME)/$(TASK_INDEX)"}],
+                    }],
+                    "volumes": [{"name": "scratch", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize("extra_value", ["plain", "\ue000pod-name\ue001 \ue000 in a value"])
+def test_pods_expanded_once_equal_pods_expanded_one_by_one(extra_value: str) -> None:
+    stateful_set = _stateful_set(5, extra_value)
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
+                  "data": {"k": extra_value}}
+    objects = [config_map, stateful_set]
+    sources = environment_sources(objects, None)
+    one_by_one = [
+        pod_from_template(
+            name=f"demo-worker-{ordinal}", namespace=None, owner_kind="StatefulSet",
+            owner_name="demo-worker", index=ordinal,
+            template=stateful_set["spec"]["template"],
+            extra_labels={POD_NAME_LABEL: f"demo-worker-{ordinal}",
+                          POD_INDEX_LABEL: str(ordinal)},
+            hostname=f"demo-worker-{ordinal}", subdomain="demo-worker", sources=sources,
+        )
+        for ordinal in range(5)
+    ]
+    pods = pods_of(objects)
+    assert pods == one_by_one
+    third = pods[3].containers[0]
+    assert third.environment["TF_CONFIG"] == (
+        f'{{"task":{{"index":3}},"me":"demo-worker-3","map":"{extra_value}"}}'
+    )
+    assert third.args == ["--index=3", "$(TASK_INDEX)", "$(UNSET)"]
+    assert third.volume_mounts[0].sub_path == "demo-worker-3/3"
+    assert dict(third.environment) == dict(one_by_one[3].containers[0].environment)
+
+
+def test_validate_memory_grows_with_tasks_not_their_square(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    """2,000 workers: every pod's TF_CONFIG lists 2,003 hosts (about 70 KB). Kept per pod,
+    with its parsed cluster, that would be hundreds of megabytes."""
+    job = tmp_path / "jobs" / "job.yaml"
+    job.parent.mkdir()
+    job.write_text(textwrap.dedent("""\
+        apiVersion: tfcompile.dev/v1alpha1
+        kind: TrainingJob
+        metadata: {name: fleet}
+        spec:
+          image: tensorflow/tensorflow:2.16.1
+          command: [python, train.py]
+          roles:
+            chief: {replicas: 1}
+            worker: {replicas: 2000}
+            ps: {replicas: 1}
+            evaluator: {replicas: 1}
+        """))
+    output = tmp_path / "output"
+    assert run_cli("build", str(job), "-o", str(output), "--overlays", str(OVERLAYS)).status == 0
+    rendered = render(output / "fleet")
+    parse_manifests(rendered)  # schema files and caches loaded before measuring
+    tracemalloc.start()
+    try:
+        report = validate_rendered(rendered, output / "fleet")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert report.ok, report.to_text()
+    assert len([o for o in report.objects if o["kind"] == "StatefulSet"]) == 4
+    assert peak < 48 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
