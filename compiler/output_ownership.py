@@ -86,7 +86,7 @@ def generated_directory(directory: Path) -> JobDirectory | None:
     match = _SOURCE.match(first)
     files = [KUSTOMIZATION_FILE]
     try:
-        document = YAML(typ="safe").load(text)
+        document = YAML(typ="safe", pure=True).load(text)
     except Exception:  # a damaged kustomization: only the file itself is known to be ours
         document = None
     resources = document.get("resources", []) if isinstance(document, dict) else []
@@ -118,7 +118,7 @@ def jobs_defined_in(path: Path) -> frozenset[str] | None:
         if os.stat(path).st_size > MAXIMUM_SPEC_BYTES:
             return None
         text = path.read_text(encoding="utf-8")
-        documents: list[Any] = list(YAML(typ="safe").load_all(text))
+        documents: list[Any] = list(YAML(typ="safe", pure=True).load_all(text))
     except Exception:
         return None
     names = set()

@@ -332,7 +332,7 @@ def test_owned_fields_of_a_valid_template_name_the_field_to_use(
 def test_the_editor_schema_checks_pod_templates() -> None:
     schema = json.loads(schema_text())
     validator = jsonschema.Draft202012Validator(schema)
-    document = YAML(typ="safe").load(JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "),
+    document = YAML(typ="safe", pure=True).load(JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "),
                                                 worker=WORKER_TEMPLATE))
     assert not list(validator.iter_errors(document))
     document["spec"]["podTemplate"]["spec"]["tolerations"][0]["effct"] = "NoSchedule"

@@ -109,7 +109,9 @@ def _kustomization(directory: Path) -> tuple[Path, dict[str, Any]] | None:
         path = directory / name
         if path.is_file() and not path.is_symlink():
             try:
-                document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+                # Written by people: the pure parser reads what Kustomize reads (libyaml refuses
+                # `image: a:1` inside a flow mapping).
+                document = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
             except (OSError, YAMLError, UnicodeDecodeError):
                 return None
             return (path, document) if isinstance(document, dict) else None
