@@ -332,8 +332,8 @@ def test_owned_fields_of_a_valid_template_name_the_field_to_use(
 def test_the_editor_schema_checks_pod_templates() -> None:
     schema = json.loads(schema_text())
     validator = jsonschema.Draft202012Validator(schema)
-    document = YAML(typ="safe", pure=True).load(JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "),
-                                                worker=WORKER_TEMPLATE))
+    text = JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "), worker=WORKER_TEMPLATE)
+    document = YAML(typ="safe", pure=True).load(text)
     assert not list(validator.iter_errors(document))
     document["spec"]["podTemplate"]["spec"]["tolerations"][0]["effct"] = "NoSchedule"
     assert list(validator.iter_errors(document))
