@@ -207,6 +207,21 @@ def _run_local(arguments: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _status(arguments: argparse.Namespace) -> int:
+    from .status import StatusError, as_json, as_text, read_status
+
+    try:
+        statuses = read_status(arguments.jobs, Path(arguments.output), arguments.namespace,
+                               arguments.all_namespaces)
+    except StatusError as error:
+        print(f"tfcompile: status: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(as_json(statuses) if arguments.json else as_text(statuses))
+    if not statuses:
+        print("tfcompile: no job in the cluster or under the output directory", file=sys.stderr)
+    return EXIT_OK
+
+
 def _schema(arguments: argparse.Namespace) -> int:
     from tfcompile.spec.schema import schema_text
 
@@ -294,6 +309,20 @@ def parser() -> argparse.ArgumentParser:
                            "from what its installation records: a git URL and commit, an "
                            "archive URL, or the version on the package index)")
     init.set_defaults(handler=_init)
+
+    status = commands.add_parser(
+        "status", help="show what the cluster (current kubeconfig context) runs for each job")
+    status.add_argument("jobs", nargs="*", metavar="JOB",
+                        help="job names (default: every job in the cluster or under --output)")
+    status.add_argument("-o", "--output", default="output",
+                        help="compiled jobs, for the committed revision (default: output)")
+    status.add_argument("-n", "--namespace",
+                        help="read this namespace (default: each job's own, else the "
+                             "context's)")
+    status.add_argument("-A", "--all-namespaces", action="store_true",
+                        help="read every namespace")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.set_defaults(handler=_status)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")
     schema.set_defaults(handler=_schema)

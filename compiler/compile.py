@@ -14,7 +14,9 @@ from typing import Any
 from tfcompile.spec.loading import LoadedJob
 
 from .builders.gang import pod_group
+from .builders.launcher import launcher_config_map
 from .builders.network_policy import network_policy
+from .builders.release import role, role_binding, service_account, state_config_map
 from .builders.script import script_config_map, script_name
 from .builders.service import headless_service
 from .builders.statefulset import statefulset
@@ -38,9 +40,20 @@ class CompiledJob:
     files: dict[str, str]
 
 
-def revision(objects: list[dict[str, Any]]) -> str:
-    """A digest of everything compiled, so any change restarts every role together."""
-    canonical = json.dumps(objects, sort_keys=True, separators=(",", ":"))
+def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:
+    """A digest of what the training pods run: every StatefulSet's pod template (its revision
+    annotation still empty) and the data of the ConfigMaps they mount (script, launcher).
+
+    Nothing else: a change to TensorBoard, the NetworkPolicy, the shared claim's size, the
+    Services or the StatefulSets' own metadata (or `suspend`, which only sets replicas) keeps
+    the revision, so it restarts no training and a succeeded revision stays succeeded.
+    """
+    covered = {
+        "templates": [item["spec"]["template"] for item in statefulsets],
+        "configMaps": [{"name": item["metadata"]["name"], "data": item.get("data", {})}
+                       for item in config_maps],
+    }
+    canonical = json.dumps(covered, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -56,10 +69,16 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if problems:
         raise loaded.fail(problems)
     objects: list[dict[str, Any]] = []
+    mounted: list[dict[str, Any]] = []
     script_map = None
     if script is not None:
-        objects.append(script_config_map(job, script))
+        mounted.append(script_config_map(job, script))
         script_map = script_name(job, script)
+    launcher_map = launcher_config_map(job)
+    mounted.append(launcher_map)
+    objects.extend(mounted)
+    state = state_config_map(job, revision="")
+    objects.extend([state, service_account(job), role(job), role_binding(job)])
     claim = shared_claim(job)
     if claim is not None:
         objects.append(claim)
@@ -70,8 +89,9 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if group is not None:
         objects.append(group)
     sets = [
-        statefulset(job, role_key, role, script, script_map, revision="")
-        for role_key, role in roles
+        statefulset(job, role_key, role_spec, script, script_map,
+                    launcher_map["metadata"]["name"], revision="")
+        for role_key, role_spec in roles
     ]
     objects.extend(sets)
     if job.spec.tensorboard is not None:
@@ -79,9 +99,10 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
         objects.append(tensorboard_service(job))
     if job.spec.network_policy_settings() is not None:
         objects.append(network_policy(job))
-    digest = revision(objects)
+    digest = revision(sets, mounted)
     for item in sets:
         item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION] = digest
+    state["metadata"]["annotations"][REVISION_ANNOTATION] = digest
     return objects
 
 

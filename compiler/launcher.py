@@ -1,53 +1,340 @@
 """The launcher that runs a training command inside a StatefulSet pod.
 
 A StatefulSet cannot finish: its pods restart forever (`restartPolicy: Always`), so a script that
-exits 0 would train again and again. The launcher records success in an emptyDir (which survives
-container restarts) and then idles; a failure exits non-zero and the kubelet restarts the
-container. It forwards SIGTERM so pods stop promptly. It is POSIX `sh`, and avoids the brace form
-of variables (Flux's post-build substitution would eat it) and `$(`/`$$` (the kubelet's own
-expansion would rewrite them).
+exits 0 would train again and again. The launcher runs the training command and:
+
+- on success records it (an emptyDir marker for this pod, and the job's state ConfigMap in the
+  API server, keyed by task and revision, so a recreated pod of a succeeded revision idles too),
+  then idles; with `onSuccess: release`, once the job has succeeded it scales the job's
+  StatefulSets to 0 (the evaluator's last, after its final evaluation);
+- on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
+  restarts in this pod, or an exit code that means "do not retry"): then it records the failure
+  and idles (or releases the job's pods with `onSuccess: release`);
+- forwards SIGTERM and SIGINT to the training process, so pods stop promptly.
+
+It is one Python program per job, shipped in a ConfigMap whose name carries a hash of its content
+and mounted by every role (a reviewer reads it once; TensorFlow images have Python). It uses only
+the standard library and talks to the API server with the pod's service-account token. Its text
+has no dollar sign at all, so neither Flux's post-build substitution nor the kubelet's `$(VAR)`
+expansion can touch it. Its settings (which tasks make the job succeed, which StatefulSets it may
+scale, the failure policy) come from a JSON file beside it; each pod's task and revision come from
+its environment.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 STATE_VOLUME = "tfcompile-state"
 STATE_DIRECTORY = f"{RESERVED_MOUNT_PATH}/state"
 SUCCESS_MARKER = f"{STATE_DIRECTORY}/succeeded"
+FAILURE_MARKER = f"{STATE_DIRECTORY}/failed"
 SCRIPT_VOLUME = "script"
 SCRIPT_DIRECTORY = f"{RESERVED_MOUNT_PATH}/script"
-PROGRAM_NAME = "tfcompile-launcher"
+LAUNCHER_VOLUME = "tfcompile-launcher"
+LAUNCHER_DIRECTORY = f"{RESERVED_MOUNT_PATH}/launcher"
+PROGRAM_FILE = "tfcompile-launcher.py"
+SETTINGS_FILE = "settings.json"
+REVISION_VARIABLE = "TFCOMPILE_REVISION"
+FIELD_MANAGER = "tfcompile-launcher"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
 
-SCRIPT = f"""\
-marker={SUCCESS_MARKER}
-if [ -e "$marker" ]; then
-  echo "tfcompile: this task already succeeded; idling (delete or suspend the job to stop)"
-else
-  "$@" &
-  child=$!
-  trap 'kill -TERM "$child" 2>/dev/null' TERM INT
-  wait "$child"
-  status=$?
-  while kill -0 "$child" 2>/dev/null; do
-    wait "$child"
-    status=$?
-  done
-  if [ "$status" -ne 0 ]; then
-    echo "tfcompile: training exited with status $status; the kubelet will restart it" >&2
-    exit "$status"
-  fi
-  touch "$marker"
-  echo "tfcompile: training succeeded; idling (delete or suspend the job to stop)"
-fi
-trap 'exit 0' TERM INT
-while :; do
-  sleep 3600 &
-  wait $!
-done
+PROGRAM = '''\
+"""tfcompile launcher: runs the training command of one TensorFlow task in a StatefulSet pod.
+
+Written by tfcompile (see the job's settings.json beside this file). Exit 0 of the training
+records success and idles; a failure is retried by the kubelet until the failure policy says stop.
 """
+
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOG_PREFIX = "tfcompile: "
+
+
+def say(message):
+    print(LOG_PREFIX + message, file=sys.stderr, flush=True)
+
+
+def options(arguments):
+    """Options before `--` (tests point them elsewhere); the training command after it."""
+    found = {
+        "state": "/opt/tfcompile/state",
+        "account": "/var/run/secrets/kubernetes.io/serviceaccount",
+        "api": "https://kubernetes.default.svc",
+        "settings": os.path.join(HERE, "settings.json"),
+    }
+    while arguments and arguments[0] != "--":
+        name, _, value = arguments.pop(0).partition("=")
+        found[name.lstrip("-")] = value
+    return found, arguments[1:]
+
+
+class ApiServer:
+    """The job's state ConfigMap and the scale of its StatefulSets, with the pod's token."""
+
+    def __init__(self, url, account):
+        with open(os.path.join(account, "token")) as token_file:
+            self.token = token_file.read().strip()
+        with open(os.path.join(account, "namespace")) as namespace_file:
+            self.namespace = namespace_file.read().strip()
+        self.url = url.rstrip("/")
+        self.context = ssl.create_default_context(cafile=os.path.join(account, "ca.crt"))
+
+    def call(self, method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", "Bearer " + self.token)
+        request.add_header("Accept", "application/json")
+        if body is not None:
+            request.add_header("Content-Type", "application/merge-patch+json")
+        delay = 1.0
+        for attempt in range(6):
+            try:
+                with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                    return json.loads(answer.read() or b"{}")
+            except urllib.error.HTTPError as error:
+                if error.code < 500 and error.code != 429:
+                    raise
+                problem = error
+            except (OSError, ValueError) as error:
+                problem = error
+            if attempt < 5:
+                time.sleep(delay)
+                delay *= 2
+        raise problem
+
+    def config_map_path(self, name):
+        return "/api/v1/namespaces/" + self.namespace + "/configmaps/" + name
+
+    def records(self, name):
+        return self.call("GET", self.config_map_path(name)).get("data") or {}
+
+    def record(self, name, key, value):
+        self.call("PATCH", self.config_map_path(name) + "?fieldManager=tfcompile-launcher",
+                  {"data": {key: value}})
+
+    def scale_to_zero(self, statefulset):
+        path = ("/apis/apps/v1/namespaces/" + self.namespace + "/statefulsets/" + statefulset
+                + "/scale?fieldManager=tfcompile-launcher")
+        self.call("PATCH", path, {"spec": {"replicas": 0}})
+
+
+class State:
+    """What this task and the job have done: this pod's emptyDir, and the API server's record."""
+
+    def __init__(self, settings, where, revision, task):
+        self.settings = settings
+        self.directory = where["state"]
+        self.revision = revision
+        self.task = task
+        self.api = None
+        self.records = {}
+        if not os.path.exists(os.path.join(where["account"], "token")):
+            return  # no API server to record in (a local run): this pod's emptyDir only
+        try:
+            self.api = ApiServer(where["api"], where["account"])
+            self.records = self.api.records(settings["stateConfigMap"])
+        except (OSError, ValueError) as error:
+            say("cannot read the job's state from the API server (" + describe(error)
+                + "); going by this pod's own record")
+            self.api = None
+
+    def marker(self, name):
+        return os.path.join(self.directory, name)
+
+    def outcome(self):
+        """"succeeded", "failed" or None for this task at this revision."""
+        for name in ("succeeded", "failed"):
+            if os.path.exists(self.marker(name)):
+                return name
+        recorded = self.records.get(self.task, "").split(" ")
+        if len(recorded) >= 2 and recorded[1] == self.revision and recorded[0] in (
+                "succeeded", "failed"):
+            with open(self.marker(recorded[0]), "w") as marker:
+                marker.write("recorded in the API server\\n")
+            return recorded[0]
+        return None
+
+    def record(self, outcome, detail=""):
+        with open(self.marker(outcome), "w") as marker:
+            marker.write(detail + "\\n")
+        value = " ".join(part for part in (outcome, self.revision, detail) if part)
+        self.records[self.task] = value
+        if self.api is not None:
+            try:
+                self.api.record(self.settings["stateConfigMap"], self.task, value)
+            except (OSError, ValueError) as error:
+                say("could not record " + outcome + " in the API server (" + describe(error)
+                    + "); a recreated pod will not know it")
+
+    def failures(self):
+        """How many times the training failed in this pod (the emptyDir outlives restarts)."""
+        try:
+            with open(self.marker("failures")) as counter:
+                return int(counter.read().strip() or "0")
+        except (OSError, ValueError):
+            return 0
+
+    def count_failure(self):
+        count = self.failures() + 1
+        with open(self.marker("failures"), "w") as counter:
+            counter.write(str(count) + "\\n")
+        return count
+
+    def succeeded(self, tasks):
+        wanted = "succeeded " + self.revision
+        return all(self.records.get(task, "").startswith(wanted) for task in tasks)
+
+    def refresh(self):
+        if self.api is not None:
+            try:
+                self.records = self.api.records(self.settings["stateConfigMap"])
+            except (OSError, ValueError) as error:
+                say("cannot read the job's state (" + describe(error) + ")")
+
+
+def describe(error):
+    if isinstance(error, urllib.error.HTTPError):
+        return "HTTP " + str(error.code) + " " + str(error.reason)
+    return type(error).__name__ + ": " + str(error)
+
+
+def release(state, statefulsets):
+    """Scale the StatefulSets to 0 (the Role allows only theirs), ending this pod too."""
+    if state.api is None:
+        say("cannot release the job's pods without the API server")
+        return
+    for name in statefulsets:
+        try:
+            state.api.scale_to_zero(name)
+            say("scaled " + name + " to 0")
+        except (OSError, ValueError) as error:
+            say("could not scale " + name + " to 0 (" + describe(error) + ")")
+
+
+def after_success(state, settings):
+    """With onSuccess: release, scale the job to 0 once it has succeeded."""
+    if settings["onSuccess"] != "release":
+        return
+    state.refresh()
+    if not state.succeeded(settings["successTasks"]):
+        return
+    say("the job has succeeded; releasing its pods")
+    last = settings["releaseLast"]
+    names = list(settings["releaseFirst"])
+    if state.succeeded(settings["evaluatorTasks"]):
+        names += last
+    elif last:
+        say("the evaluator keeps running until its last evaluation")
+    release(state, names)
+
+
+def after_failure(state, settings):
+    if settings["onSuccess"] == "release":
+        say("releasing the job's pods")
+        release(state, settings["releaseFirst"] + settings["releaseLast"])
+
+
+def idle(reason):
+    say(reason + "; idling (delete or suspend the job to stop)")
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+    signal.signal(signal.SIGINT, lambda number, frame: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def train(command):
+    """Run the command, forwarding SIGTERM and SIGINT; its exit status (128+N for signal N)."""
+    stopping = []
+    try:
+        child = subprocess.Popen(command)
+    except OSError as error:
+        say("cannot start " + repr(command[0]) + ": " + str(error))
+        return 127, False
+
+    def forward(number, frame):
+        stopping.append(number)
+        try:
+            child.send_signal(number)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    status = child.wait()
+    return (128 - status if status < 0 else status), bool(stopping)
+
+
+def main(arguments):
+    where, command = options(arguments)
+    if not command:
+        say("usage: tfcompile-launcher.py [--OPTION=VALUE...] -- COMMAND [ARGUMENT...]")
+        return 2
+    with open(where["settings"]) as settings_file:
+        settings = json.load(settings_file)
+    task = os.environ.get("JOB_NAME", "task") + "-" + os.environ.get("TASK_INDEX", "0")
+    revision = os.environ.get("TFCOMPILE_REVISION") or "unknown"
+    state = State(settings, where, revision, task)
+    outcome = state.outcome()
+    if outcome is not None:
+        say("task " + task + " of revision " + revision + ": " + outcome + " (recorded)")
+    if outcome == "succeeded":
+        after_success(state, settings)
+        idle("this task already succeeded")
+    if outcome == "failed":
+        after_failure(state, settings)
+        idle("this task already failed and stopped retrying")
+    status, stopping = train(command)
+    if stopping:
+        return status
+    if status == 0:
+        state.record("succeeded")
+        after_success(state, settings)
+        idle("training succeeded")
+    policy = settings.get("failurePolicy")
+    failures = state.count_failure()
+    if policy is not None:
+        final = status in policy["doNotRetryExitCodes"]
+        if final or failures > policy["maxRestarts"]:
+            why = ("exit " + str(status) + " after " + str(failures - 1) + " restarts")
+            say("training failed (" + why + "); " + (
+                "that exit code means do not retry" if final
+                else "no restarts left (failurePolicy.maxRestarts)"))
+            state.record("failed", why)
+            after_failure(state, settings)
+            idle("the task stopped retrying")
+    say("training exited with status " + str(status) + "; the kubelet will restart it")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
 
 
 def command() -> list[str]:
     """The container `command`; the training command follows as the container's `args`."""
-    return ["/bin/sh", "-c", SCRIPT, PROGRAM_NAME]
+    return ["python", f"{LAUNCHER_DIRECTORY}/{PROGRAM_FILE}", "--"]
+
+
+def task_names(role: str, replicas: int) -> list[str]:
+    """`worker-0`, `worker-1`, …: the keys of the job's state record."""
+    return [f"{role}-{index}" for index in range(replicas)]
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    """The launcher's settings as the ConfigMap carries them: sorted, indented, a final newline."""
+    return json.dumps(settings, indent=2, sort_keys=True) + "\n"

@@ -87,3 +87,16 @@ def check_name_lengths(job: TrainingJob) -> Iterator[Problem]:
                 f"labels of at most {DNS_LABEL_MAXIMUM}: shorten the job name to at most "
                 f"{DNS_LABEL_MAXIMUM - len(service) + len(name)} characters",
             )
+
+
+def launcher_config_map_name(job: str, digest: str) -> str:
+    return object_name(job, "launcher", digest)
+
+
+def launcher_account_name(job: str) -> str:
+    """The ServiceAccount, Role and RoleBinding of the job's launcher."""
+    return object_name(job, "launcher")
+
+
+def state_config_map_name(job: str) -> str:
+    return object_name(job, "state")

@@ -3,8 +3,9 @@
 It writes an example job, copies the Kustomize Components shipped with the package into
 `overlays/` (so they are versioned in the user's repository and can be edited for their cluster),
 CI for GitHub Actions and GitLab CI (installing the tfcompile that ran `init`: `installation`
-finds it), a pre-commit configuration, an Argo CD ApplicationSet and a Flux Kustomization, then
-compiles the example, so that the CI check passes from the first commit.
+finds it), a pre-commit configuration, an Argo CD ApplicationSet (with a health check for
+training jobs) and a Flux Kustomization, then compiles the example, so that the CI check
+passes from the first commit.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ FILES = {
 
 EXECUTABLE = {"ci/check.sh"}
 
+HEALTH_CHECK = "health.lua"
+HEALTH_KEY = "resource.customizations.health.ConfigMap"
+"""argocd-cm's key for a health check of the core group's kind ConfigMap."""
+
 
 class ScaffoldError(Exception):
     """`init` would overwrite files; nothing was written."""
@@ -50,6 +55,19 @@ def _overlay_files(root: Traversable) -> dict[str, str]:
     return files
 
 
+def argo_cd_health_patch(lua: str) -> str:
+    """A patch for Argo CD's argocd-cm carrying the health check (Argo CD keeps them there)."""
+    body = "".join(f"    {line}\n" if line else "\n" for line in lua.splitlines())
+    return (
+        "# The health of tfcompile jobs in Argo CD (Progressing while training, Healthy when\n"
+        "# succeeded, Degraded when a task failed for good); the check is health.lua beside\n"
+        "# this file. Merge into argocd-cm once:\n"
+        "#   kubectl -n argocd patch configmap argocd-cm --patch-file "
+        "deploy/argocd/argocd-cm-health.yaml\n"
+        f"data:\n  {HEALTH_KEY}: |\n{body}"
+    )
+
+
 def scaffold(tfcompile_requirement: str) -> dict[str, str]:
     """The files of a new repository, by relative path, whose CI installs tfcompile with
     `pip install "<tfcompile_requirement>"`."""
@@ -64,6 +82,9 @@ def scaffold(tfcompile_requirement: str) -> dict[str, str]:
         for placeholder, value in values.items():
             text = text.replace(placeholder, value)
         files[target] = text
+    health = templates.joinpath(HEALTH_CHECK).read_text(encoding="utf-8")
+    files["deploy/argocd/health.lua"] = health
+    files["deploy/argocd/argocd-cm-health.yaml"] = argo_cd_health_patch(health)
     files.update(_overlay_files(resources.files("tfcompile.overlays")))
     files["jobs/trainingjob.schema.json"] = schema_text()
     return dict(sorted(files.items()))

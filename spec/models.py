@@ -338,6 +338,29 @@ class TensorBoard(SpecModel):
     )
 
 
+class OnSuccess(StrEnum):
+    """What the job's pods do once the job has succeeded."""
+
+    IDLE = "idle"
+    RELEASE = "release"
+
+
+ExitCode = Annotated[StrictInt, Field(ge=1, le=255)]
+
+
+class FailurePolicy(SpecModel):
+    """When a failing task stops retrying: it records the failure and stops training."""
+
+    max_restarts: Annotated[StrictInt, Field(ge=0, le=100000)] = Field(
+        default=10,
+        description="Restarts of a task's training command, in one pod, before it stops.",
+    )
+    do_not_retry_exit_codes: list[ExitCode] = Field(
+        default_factory=list,
+        description="Exit codes that mean a permanent failure: the task stops at once.",
+    )
+
+
 class Metadata(SpecModel):
     name: JobName
     namespace: NamespaceName | None = None
@@ -379,6 +402,15 @@ class JobSpec(SpecModel):
     def network_policy_settings(self) -> NetworkPolicySettings | None:
         """The NetworkPolicy's settings, or None when the job asks for none."""
         return self.network_policy if self.network_policy.enabled else None
+    on_success: OnSuccess = Field(
+        default=OnSuccess.IDLE,
+        description="idle: succeeded pods stay and idle; release: the job's own pods scale "
+        "its StatefulSets to 0 once it has succeeded (or failed for good).",
+    )
+    failure_policy: FailurePolicy | None = Field(
+        default=None,
+        description="Stop retrying a failing task (omitted: the kubelet restarts it forever).",
+    )
 
     def resolved_strategy(self) -> Strategy:
         """The strategy given, or the one inferred: ParameterServer when the job has ps."""

@@ -23,6 +23,7 @@ RESERVED_ENVIRONMENT = (
     "PS_HOSTS",
     "WORKER_HOSTS",
     "TF_CONFIG",
+    "TFCOMPILE_REVISION",
 )
 """Variables tfcompile sets in every TensorFlow container."""
 

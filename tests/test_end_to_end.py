@@ -85,14 +85,16 @@ def pod_processes(pod: str, matches: Callable[[list[bytes]], bool]) -> Iterator[
 
 
 def training_processes(pod: str) -> Iterator[int]:
-    """The training script itself (not the launcher shell around it)."""
-    return pod_processes(pod, lambda command: command[0] != b"/bin/sh" and any(
+    """The training script itself (not the launcher around it)."""
+    return pod_processes(pod, lambda command: not any(
+        b"tfcompile-launcher" in part for part in command) and any(
         part.endswith(b"train.py") for part in command))
 
 
 def training_launchers(pod: str) -> Iterator[int]:
-    """The launcher (`sh -c … tfcompile-launcher`) of a pod's container."""
-    return pod_processes(pod, lambda command: b"tfcompile-launcher" in command)
+    """The launcher (`python …/tfcompile-launcher.py -- …`) of a pod's container."""
+    return pod_processes(pod, lambda command: any(
+        part.endswith(b"tfcompile-launcher.py") for part in command))
 
 
 def assert_written_by_the_pods_user(shared: Path) -> None:
@@ -167,7 +169,7 @@ def test_after_success_the_launcher_idles_instead_of_training_again(tmp_path: Pa
             if "mnist-worker-0 | tfcompile: training succeeded" in transcript.read_text():
                 break
             time.sleep(0.5)
-        for pid in training_launchers("mnist-worker-0"):
+        for pid in list(training_launchers("mnist-worker-0")):  # not its restarted successor
             os.kill(pid, signal.SIGKILL)  # the container dies; the kubelet restarts it
         while time.monotonic() < deadline:
             if "this task already succeeded; idling" in transcript.read_text():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import os
 import re
 import secrets
@@ -174,20 +175,31 @@ CLIENT_LISTENER = """
 """
 
 
+LAUNCHER = Volume(launcher.LAUNCHER_VOLUME, "configMap", {"name": "job-launcher"})
+LAUNCHER_MOUNT = VolumeMount(launcher.LAUNCHER_VOLUME, launcher.LAUNCHER_DIRECTORY, True, None)
+LAUNCHER_CONFIG_MAPS = {"job-launcher": {
+    launcher.PROGRAM_FILE: launcher.PROGRAM,
+    launcher.SETTINGS_FILE: launcher.settings_text({
+        "stateConfigMap": "job-state", "successTasks": ["worker-0"], "evaluatorTasks": [],
+        "onSuccess": "idle", "releaseFirst": ["job-worker"], "releaseLast": [],
+        "failurePolicy": None}),
+}}
+
+
 def dns_pods(token: str) -> list[Pod]:
     server = Container(
         name="tensorflow", image="tensorflow/tensorflow:2.16.1",
         command=launcher.command(),
         args=["python", "-c", textwrap.dedent(SERVER.format(token=token))],
-        environment={"CHECK": "as-given"}, unresolved=[], volume_mounts=[STATE_MOUNT], ports=[],
-        working_dir=None, resources={},
+        environment={"CHECK": "as-given"}, unresolved=[],
+        volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None, resources={},
     )
     client_code = (textwrap.dedent(CLIENT.format(token=token))
                    .replace("import socket, time", textwrap.dedent(CLIENT_LISTENER.format(
                        token=token)) + "import socket, time", 1))
     client = python_container(client_code, environment={"TF_CONFIG": "{}"})
     return [
-        make_pod("job-worker-0", "job-worker", [server], namespace="ml"),
+        make_pod("job-worker-0", "job-worker", [server], namespace="ml", volumes=[LAUNCHER]),
         make_pod("job-chief-0", "job-chief", [client], namespace="ml"),
     ]
 
@@ -199,7 +211,7 @@ def test_pods_reach_each_other_by_dns_names_in_two_runs_at_once(
 
     def run(output: io.StringIO) -> None:
         outcomes.append(run_pods(dns_pods(token), options(
-            tmp_path, output, success_pods=["job-worker-0"])))
+            tmp_path, output, success_pods=["job-worker-0"], config_maps=LAUNCHER_CONFIG_MAPS)))
 
     threads = [threading.Thread(target=run, args=(output,)) for output in outputs]
     for thread in threads:
@@ -359,6 +371,30 @@ def test_crash_loop_backs_off_then_fails_with_the_last_lines(
     assert (parameter_server.restarts, parameter_server.last_exit_code) == (0, None)
 
 
+def test_a_task_whose_failure_policy_says_stop_ends_the_run_as_failed(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    settings = json.loads(LAUNCHER_CONFIG_MAPS["job-launcher"][launcher.SETTINGS_FILE])
+    settings["failurePolicy"] = {"maxRestarts": 5, "doNotRetryExitCodes": [2]}
+    config_maps = {"job-launcher": {**LAUNCHER_CONFIG_MAPS["job-launcher"],
+                                    launcher.SETTINGS_FILE: launcher.settings_text(settings)}}
+    failing = Container(
+        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command(),
+        args=["python", "-c", f"raise SystemExit(2)  # {token}"], environment={},
+        unresolved=[], volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None,
+        resources={})
+    output = io.StringIO()
+    started = time.monotonic()
+    outcome = run_pods([make_pod("job-worker-0", "job-worker", [failing], volumes=[LAUNCHER])],
+                       options(tmp_path, output, success_pods=["job-worker-0"],
+                               config_maps=config_maps, restart_limit=3))
+    text = output.getvalue()
+    assert (outcome.exit_code, outcome.ending) == (1, "failed"), text
+    assert time.monotonic() - started < 20  # not the 30 s timeout: the launcher stopped at once
+    assert "that exit code means do not retry" in text
+    assert "job-worker-0 stopped retrying (failurePolicy): exit 2 after 0 restarts" in text
+    assert outcome.pods[0].restarts == 0
+
+
 def test_timeout_ends_the_run_and_stubborn_pods_are_killed(
         tmp_path: Path, token: str, unchanged_host: None) -> None:
     stubborn = python_container(f"""
@@ -382,7 +418,7 @@ def test_timeout_ends_the_run_and_stubborn_pods_are_killed(
 INTERRUPTED_RUN = """
 import sys
 sys.path.insert(0, {tests!r})
-from test_local_run_runtime import dns_pods, make_pod, python_container
+from test_local_run_runtime import LAUNCHER_CONFIG_MAPS, dns_pods, make_pod, python_container
 from tfcompile.compiler.local_run import LocalRunOptions, run_pods
 from pathlib import Path
 from typing import Any
@@ -390,7 +426,8 @@ pods = dns_pods({token!r})
 pods.append(make_pod("job-ps-0", "job-ps", [python_container(
     "import time  # {token}\\nprint('ready', flush=True)\\ntime.sleep(3600)")]))
 outcome = run_pods(pods, LocalRunOptions(temporary_directory=Path({tmp!r}),
-                                         maximum_grace_seconds=1))
+                                         maximum_grace_seconds=1,
+                                         config_maps=LAUNCHER_CONFIG_MAPS))
 print("exit code", outcome.exit_code, outcome.ending, flush=True)
 sys.exit(outcome.exit_code)
 """

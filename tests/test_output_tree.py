@@ -457,6 +457,9 @@ def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_st
     result = run_cli("build", "jobs")
     assert result.status == 0, result.stderr
     assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
-    assert sorted(p.name for p in (repository / "output" / "a").iterdir()) == [
-        "NOTES.md", "kustomization.yaml", "service-a-worker.yaml", "statefulset-a-worker.yaml"]
+    assert [p.name for p in sorted((repository / "output" / "a").iterdir())
+            if not p.name.startswith("configmap-a-launcher-")] == [
+        "NOTES.md", "configmap-a-state.yaml", "kustomization.yaml", "role-a-launcher.yaml",
+        "rolebinding-a-launcher.yaml", "service-a-worker.yaml", "serviceaccount-a-launcher.yaml",
+        "statefulset-a-worker.yaml"]
     assert run_cli("build", "jobs", "--check").status == 0

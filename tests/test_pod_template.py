@@ -90,6 +90,11 @@ def template_of(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     raise AssertionError(f"no StatefulSet {name}")
 
 
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    return next(item for item in objects
+                if item["kind"] == kind and item["metadata"]["name"] == name)
+
+
 def by_name(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {entry["name"]: entry for entry in entries}
 
@@ -184,18 +189,24 @@ def test_every_container_is_restricted_by_default(objects: list[dict[str, Any]])
             "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}, container["name"]
 
 
-def test_service_account_token_only_when_the_job_names_an_account(
+def test_the_only_token_is_the_launchers_unless_the_job_names_an_account(
     tmp_path: Path, objects: list[dict[str, Any]],
 ) -> None:
-    # The job names `trainer`: Kubernetes' default (a mounted token) applies.
-    assert "automountServiceAccountToken" not in template_of(objects, "demo-worker")["spec"]
+    # The job names `trainer`: its pods run as that account, which the launcher's Role binds.
+    named = template_of(objects, "demo-worker")["spec"]
+    assert named["serviceAccountName"] == "trainer"
+    assert "automountServiceAccountToken" not in named
+    binding = find(objects, "RoleBinding", "demo-launcher")
+    assert [subject["name"] for subject in binding["subjects"]] == ["demo-launcher", "trainer"]
     plain = compile_job(tmp_path, JOB.format(extra="", worker=""))
     spec = template_of(plain, "demo-worker")["spec"]
-    assert spec["automountServiceAccountToken"] is False
-    assert "serviceAccountName" not in spec
-    asked = compile_job(tmp_path, JOB.format(
-        extra="  podTemplate: {spec: {automountServiceAccountToken: true}}\n", worker=""))
-    assert template_of(asked, "demo-worker")["spec"]["automountServiceAccountToken"] is True
+    assert (spec["serviceAccountName"], spec["automountServiceAccountToken"]) == (
+        "demo-launcher", True)
+    assert [subject["name"] for subject in find(plain, "RoleBinding", "demo-launcher")
+            ["subjects"]] == ["demo-launcher"]
+    refused = compile_job(tmp_path, JOB.format(
+        extra="  podTemplate: {spec: {automountServiceAccountToken: false}}\n", worker=""))
+    assert template_of(refused, "demo-worker")["spec"]["automountServiceAccountToken"] is False
 
 
 def test_a_job_that_must_run_as_root_says_so(tmp_path: Path) -> None:

@@ -46,7 +46,8 @@ def test_init_writes_a_complete_repository(repository: Path) -> None:
                    if p.is_file())
     for expected in (".github/workflows/tfcompile.yaml", ".gitlab-ci.yml",
                      ".pre-commit-config.yaml", "ci/check.sh",
-                     "deploy/argocd/applicationset.yaml", "deploy/flux/training-jobs.yaml",
+                     "deploy/argocd/applicationset.yaml", "deploy/argocd/health.lua",
+                     "deploy/argocd/argocd-cm-health.yaml", "deploy/flux/training-jobs.yaml",
                      "jobs/example/job.yaml", "jobs/example/train.py",
                      "jobs/trainingjob.schema.json", "overlays/azure/kustomization.yaml",
                      "overlays/gpu/kustomization.yaml", "output/example/kustomization.yaml"):
@@ -60,8 +61,8 @@ def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
 ) -> None:
     first = run_check(repository, kubeconform_schema_location)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "output/example: 7 objects rendered" in first.stdout
-    assert ("kubeconform: output/example/\nSummary: 7 resources found parsing stdin - Valid: 7, "
+    assert "output/example: 12 objects rendered" in first.stdout
+    assert ("kubeconform: output/example/\nSummary: 12 resources found parsing stdin - Valid: 12, "
             "Invalid: 0, Errors: 0, Skipped: 0\n") in first.stdout
     job = repository / "jobs/example/job.yaml"
     job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
@@ -77,9 +78,9 @@ def test_the_generated_ci_check_checks_the_version_it_is_given(
     oldest = run_check(repository, kubeconform_schema_location,
                        TFCOMPILE_KUBERNETES_VERSION="1.28.0")
     assert oldest.returncode == 0, oldest.stdout + oldest.stderr
-    assert "output/example: 7 objects rendered, checked against Kubernetes 1.28: no problems" \
+    assert "output/example: 12 objects rendered, checked against Kubernetes 1.28: no problems" \
         in oldest.stdout
-    assert "Valid: 7, Invalid: 0, Errors: 0, Skipped: 0" in oldest.stdout
+    assert "Valid: 12, Invalid: 0, Errors: 0, Skipped: 0" in oldest.stdout
 
 
 def test_the_generated_ci_check_fails_when_kubeconform_does(
@@ -91,7 +92,7 @@ def test_the_generated_ci_check_fails_when_kubeconform_does(
     empty.mkdir()
     result = run_check(repository, f"{empty}/{{{{ .ResourceKind }}}}.json")
     assert result.returncode == 1
-    assert "output/example: 7 objects rendered" in result.stdout
+    assert "output/example: 12 objects rendered" in result.stdout
     assert "StatefulSet example-worker failed validation: could not find schema for StatefulSet" \
         in result.stdout
 
@@ -127,6 +128,12 @@ def test_argo_cd_and_flux_sync_every_job_directory_with_prune(repository: Path) 
     assert spec["template"]["spec"]["source"]["path"] == "{{.path.path}}"
     assert spec["template"]["spec"]["syncPolicy"]["automated"] == {"prune": True,
                                                                     "selfHeal": True}
+    # A job whose pods released it (scaled to 0) stays Synced; other changes still apply.
+    assert spec["template"]["spec"]["ignoreDifferences"] == [
+        {"group": "apps", "kind": "StatefulSet", "jsonPointers": ["/spec/replicas"]}]
+    options = spec["template"]["spec"]["syncPolicy"]["syncOptions"]
+    assert "ApplyOutOfSyncOnly=true" in options
+    assert "RespectIgnoreDifferences=true" not in options  # it would block `suspend: true`
     documents = list(YAML(typ="safe").load_all(
         (repository / "deploy/flux/training-jobs.yaml").read_text()))
     kustomization = next(d for d in documents if d["kind"] == "Kustomization")

@@ -115,7 +115,7 @@ def test_render_prints_the_manifests_a_controller_applies(
     result = run_cli("render", str(output / "parameter-server"))
     assert result.status == 0
     documents = [d for d in YAML(typ="safe").load_all(result.stdout) if d]
-    assert len(documents) == 13
+    assert len(documents) == 18
     claim = next(d for d in documents if d["kind"] == "PersistentVolumeClaim")
     assert claim["spec"]["storageClassName"] == "azurefile-csi"
     missing = run_cli("render", str(tmp_path / "nowhere"))

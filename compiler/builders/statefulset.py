@@ -9,8 +9,14 @@ from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
 from tfcompile.spec.rules import GPU_RESOURCE
 
 from .. import launcher
-from ..labels import GPU_LABEL, REVISION_ANNOTATION, object_labels, role_selector
-from ..names import role_name
+from ..labels import (
+    GPU_LABEL,
+    REPLICAS_ANNOTATION,
+    REVISION_ANNOTATION,
+    object_labels,
+    role_selector,
+)
+from ..names import launcher_account_name, role_name
 from ..topology import environment
 from .gang import gang_template
 from .metadata import object_metadata, template_metadata
@@ -103,11 +109,13 @@ def _resources(role: Role) -> dict[str, Any]:
 
 
 def _volumes(
-    job: TrainingJob, script_map: str | None, script: Script | None
+    job: TrainingJob, script_map: str | None, script: Script | None, launcher_map: str
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volume mounts, volumes) of a TensorFlow pod."""
-    mounts: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
+                                     "mountPath": launcher.LAUNCHER_DIRECTORY, "readOnly": True}]
+    volumes: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
+                                      "configMap": {"name": launcher_map}}]
     if script_map is not None and script is not None:
         mounts.append({"name": launcher.SCRIPT_VOLUME, "mountPath": launcher.SCRIPT_DIRECTORY,
                        "readOnly": True})
@@ -132,12 +140,19 @@ def _volumes(
     return mounts, volumes
 
 
+def _revision_variable() -> dict[str, Any]:
+    """The pod's revision, for the launcher's record of success and failure."""
+    return {"name": launcher.REVISION_VARIABLE, "valueFrom": {"fieldRef": {
+        "fieldPath": f"metadata.annotations['{REVISION_ANNOTATION}']"}}}
+
+
 def statefulset(
     job: TrainingJob,
     role_key: RoleName,
     role: Role,
     script: Script | None,
     script_map: str | None,
+    launcher_map: str,
     revision: str,
 ) -> dict[str, Any]:
     """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel."""
@@ -147,7 +162,7 @@ def statefulset(
     object_labels_with_marks = dict(labels)
     if role.gpus:
         object_labels_with_marks[GPU_LABEL] = "true"
-    mounts, volumes = _volumes(job, script_map, script)
+    mounts, volumes = _volumes(job, script_map, script, launcher_map)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": role.image or job.spec.image,
@@ -159,7 +174,8 @@ def statefulset(
         container["envFrom"] = sources
     home = [] if "HOME" in {**job.spec.env, **role.env} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
-    container["env"] = [*environment(job, role_key), *home, *user_environment(job, role)]
+    container["env"] = [*environment(job, role_key), _revision_variable(), *home,
+                        *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"}]
     resources = _resources(role)
     if resources:
@@ -170,8 +186,10 @@ def statefulset(
         {
             "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
             "spec": {
+                # The launcher records success and failure through this account's token.
+                "serviceAccountName": launcher_account_name(name),
+                "automountServiceAccountToken": True,
                 "enableServiceLinks": False,
-                "automountServiceAccountToken": False,
                 "securityContext": pod_security_context(),
                 "restartPolicy": "Always",
                 "containers": [container],
@@ -179,12 +197,15 @@ def statefulset(
             },
         },
     )
+    metadata = object_metadata(job, role_name(name, role_key), object_labels_with_marks)
+    replicas = 0 if job.spec.suspend else role.replicas
+    metadata.setdefault("annotations", {})[REPLICAS_ANNOTATION] = str(replicas)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": object_metadata(job, role_name(name, role_key), object_labels_with_marks),
+        "metadata": metadata,
         "spec": {
-            "replicas": 0 if job.spec.suspend else role.replicas,
+            "replicas": replicas,
             "serviceName": role_name(name, role_key),
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": selector},

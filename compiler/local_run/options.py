@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from tfcompile.compiler.launcher import STATE_DIRECTORY, STATE_VOLUME, SUCCESS_MARKER
+from tfcompile.compiler.launcher import (
+    FAILURE_MARKER,
+    STATE_DIRECTORY,
+    STATE_VOLUME,
+    SUCCESS_MARKER,
+)
 
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
@@ -28,6 +33,8 @@ class LocalRunOptions:
     success_pods: the run succeeds once every one of these pods has written its success marker.
         Empty: the run only ends by failure, timeout or interruption.
     success_marker_volume / success_marker_file: the marker is that file inside that emptyDir.
+    failure_marker_file: a pod whose launcher wrote this file there (its failurePolicy said
+        stop) ends the run as failed.
     restart_limit: a container needing more restarts than this ends the run as failed.
     backoff_initial_seconds / backoff_maximum_seconds / backoff_reset_seconds: the kubelet's
         restart back-off: 10 s doubling up to 300 s, forgotten after 10 minutes of running.
@@ -47,6 +54,7 @@ class LocalRunOptions:
     success_pods: Sequence[str] = ()
     success_marker_volume: str = STATE_VOLUME
     success_marker_file: str = posixpath.relpath(SUCCESS_MARKER, STATE_DIRECTORY)
+    failure_marker_file: str = posixpath.relpath(FAILURE_MARKER, STATE_DIRECTORY)
     restart_limit: int = 3
     backoff_initial_seconds: float = 10.0
     backoff_maximum_seconds: float = 300.0

@@ -152,6 +152,8 @@ class _Run:
             containers=[self._container_run(pod, c, False) for c in pod.containers],
             marker=(marker_directory / options.success_marker_file
                     if marker_directory is not None and is_marker_volume else None),
+            failure_marker=(marker_directory / options.failure_marker_file
+                            if marker_directory is not None and is_marker_volume else None),
         )
         return pod_run, pod_volumes
 

@@ -71,6 +71,7 @@ class PodRun:
     containers: list[ContainerRun]
     marker: Path | None
     next_init: int = 0
+    failure_marker: Path | None = None
 
     def runs(self) -> list[ContainerRun]:
         return [*self.init_containers, *self.containers]
@@ -192,6 +193,12 @@ class Supervisor:
             for run in self._all_runs():
                 if run.start_at is not None and run.start_at <= now and run.process is None:
                     self._start(run)
+            stopped = [pod for pod in self.pods
+                       if pod.failure_marker is not None and pod.failure_marker.exists()]
+            for pod in stopped:
+                assert pod.failure_marker is not None
+                return Ending(FAILED, f"{pod.pod.name} stopped retrying (failurePolicy): "
+                                      f"{pod.failure_marker.read_text().strip()}")
             if self.options.success_pods and not self._waiting_for():
                 names = ", ".join(self.options.success_pods)
                 return Ending(SUCCEEDED, f"training succeeded ({names})")

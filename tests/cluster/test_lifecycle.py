@@ -1,0 +1,339 @@
+"""A job's life on a real API server: its launcher's rights, its record, release, `status`.
+
+There is no node, so the launchers run here as local processes, each with a token of the job's
+ServiceAccount (TokenRequest, as the kubelet projects it), the cluster's CA and the namespace, in
+the files a pod would have, and with the environment the compiled pod template gives it. What the
+API server lets them do, and what they leave in it, is the real thing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.cluster.conftest import Cluster
+from tests.test_argo_cd_health import health
+
+pytestmark = pytest.mark.cluster
+
+TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
+
+JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {{name: {name}}}
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, train.py]
+  roles: {{chief: {{replicas: 1}}, worker: {{replicas: 2}}, evaluator: {{replicas: 1}}}}
+{extra}"""
+
+
+@dataclass
+class Job:
+    """A compiled job applied into a namespace: its output directory and objects."""
+
+    cluster: Cluster
+    name: str
+    namespace: str
+    output: Path
+
+    @property
+    def directory(self) -> Path:
+        return self.output / self.name
+
+    def compiled(self, prefix: str) -> dict[str, Any]:
+        path = sorted(self.directory.glob(f"{prefix}*.yaml"))[0]
+        document: dict[str, Any] = YAML(typ="safe").load(path.read_text())
+        return document
+
+    @property
+    def revision(self) -> str:
+        annotations = self.compiled("statefulset-")["spec"]["template"]["metadata"]["annotations"]
+        return str(annotations["tfcompile.dev/revision"])
+
+    def replicas(self) -> dict[str, int]:
+        items = self.cluster.get_json("statefulsets", "--namespace", self.namespace,
+                                      f"--selector=tfcompile.dev/job={self.name}")["items"]
+        return {item["metadata"]["name"]: item["spec"]["replicas"] for item in items}
+
+    def records(self) -> dict[str, str]:
+        state = self.cluster.get_json(f"configmap/{self.name}-state", "--namespace",
+                                      self.namespace)
+        return dict(state.get("data") or {})
+
+    def status(self, *arguments: str) -> str:
+        completed = subprocess.run(
+            [TFCOMPILE, "status", self.name, "-o", str(self.output), "-n", self.namespace,
+             *arguments], capture_output=True, text=True, timeout=120, check=False,
+            env=self.cluster.environment)
+        assert completed.returncode == 0, completed.stderr
+        return completed.stdout
+
+    def phase(self) -> str:
+        (found,) = json.loads(self.status("--json"))
+        return str(found["phase"])
+
+
+def build(tmp_path: Path, name: str, extra: str = "") -> Path:
+    jobs = tmp_path / "jobs" / name
+    jobs.mkdir(parents=True, exist_ok=True)
+    (jobs / "job.yaml").write_text(JOB.format(name=name, extra=extra))
+    output = tmp_path / "output"
+    subprocess.run([TFCOMPILE, "build", str(tmp_path / "jobs"), "-o", str(output)],
+                   check=True, capture_output=True, timeout=120)
+    return output
+
+
+def apply(cluster: Cluster, job: Job) -> None:
+    rendered = subprocess.run([TFCOMPILE, "render", str(job.directory)], check=True,
+                              capture_output=True, text=True, timeout=120).stdout
+    cluster.kubectl("apply", "--server-side", "--field-manager=gitops-controller",
+                    "--namespace", job.namespace, "--filename=-", input_text=rendered)
+
+
+def deploy(cluster: Cluster, tmp_path: Path, name: str, extra: str = "",
+           namespace: str | None = None) -> Job:
+    job = Job(cluster, name, namespace or cluster.fresh_namespace(), build(tmp_path, name, extra))
+    apply(cluster, job)
+    return job
+
+
+def can(cluster: Cluster, job: Job, account: str, *request: str) -> bool:
+    completed = cluster.kubectl(
+        "auth", "can-i", *request, "--namespace", job.namespace,
+        f"--as=system:serviceaccount:{job.namespace}:{account}", check=False)
+    assert completed.stdout.strip() in ("yes", "no"), completed.stderr
+    return completed.stdout.strip() == "yes"
+
+
+def test_a_released_job_s_pods_may_scale_their_own_job_and_nothing_else(
+        cluster: Cluster, tmp_path: Path) -> None:
+    job = deploy(cluster, tmp_path, "release", "  onSuccess: release\n")
+    other = deploy(cluster, tmp_path, "other", namespace=job.namespace)
+    account = "release-launcher"
+    for role in ("chief", "worker", "evaluator"):
+        assert can(cluster, job, account, "patch", f"statefulsets/release-{role}",
+                   "--subresource=scale")
+        assert can(cluster, job, account, "get", f"statefulsets/release-{role}",
+                   "--subresource=scale")
+    assert can(cluster, job, account, "patch", "configmaps/release-state")
+    refused = [
+        ("patch", "statefulsets/other-worker", "--subresource=scale"),  # another job
+        ("patch", "statefulsets/release-worker"),  # the StatefulSet itself, not its scale
+        ("update", "statefulsets/release-worker"),
+        ("delete", "statefulsets/release-worker"),
+        ("list", "statefulsets"),
+        ("create", "statefulsets"),
+        ("patch", "configmaps/other-state"),
+        ("patch", f"configmaps/{job.compiled('configmap-release-launcher-')['metadata']['name']}"),
+        ("create", "configmaps"),
+        ("get", "secrets"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("create", "pods/exec"),
+    ]
+    for request in refused:
+        assert not can(cluster, job, account, *request), request
+    # A job without `onSuccess: release` may record its state, and scale nothing.
+    assert can(cluster, other, "other-launcher", "patch", "configmaps/other-state")
+    assert not can(cluster, other, "other-launcher", "patch", "statefulsets/other-worker",
+                   "--subresource=scale")
+
+
+@dataclass
+class Pod:
+    """One task's launcher as a local process, with a pod's account files and environment."""
+
+    job: Job
+    account: Path
+    server: str
+    role: str
+    index: int
+    state: Path
+    started: list[subprocess.Popen[str]]
+
+    def run(self, command: str, revision: str | None = None) -> subprocess.Popen[str]:
+        launcher = self.job.compiled("configmap-" + self.job.name + "-launcher-")["data"]
+        program = self.state.parent / "launcher"
+        program.mkdir(parents=True, exist_ok=True)
+        for key, text in launcher.items():
+            (program / key).write_text(text)
+        self.state.mkdir(parents=True, exist_ok=True)
+        process = subprocess.Popen(
+            [sys.executable, str(program / "tfcompile-launcher.py"), f"--state={self.state}",
+             f"--account={self.account}", f"--api={self.server}", "--", "sh", "-c", command],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+            env={"PATH": os.environ["PATH"], "JOB_NAME": self.role, "TASK_INDEX": str(self.index),
+                 "TFCOMPILE_REVISION": revision or self.job.revision},
+        )
+        self.started.append(process)
+        return process
+
+
+@pytest.fixture
+def pods(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
+    """Makes pods of a job; stops their launchers at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def make(job: Job, role: str, index: int, fresh: str = "") -> Pod:
+        account = tmp_path / f"account-{job.name}"
+        if not account.exists():
+            account.mkdir()
+            token = cluster.kubectl("create", "token", f"{job.name}-launcher", "--namespace",
+                                    job.namespace).stdout.strip()
+            (account / "token").write_text(token)
+            (account / "namespace").write_text(job.namespace)
+            raw = cluster.kubectl("config", "view", "--raw", "--minify", "--output=json").stdout
+            settings = json.loads(raw)["clusters"][0]["cluster"]
+            if "certificate-authority-data" in settings:
+                authority = base64.b64decode(settings["certificate-authority-data"])
+            else:
+                authority = Path(settings["certificate-authority"]).read_bytes()
+            (account / "ca.crt").write_bytes(authority)
+            (account / "server").write_text(settings["server"])
+        return Pod(job, account, (account / "server").read_text(), role, index,
+                   tmp_path / f"{job.name}-{role}-{index}{fresh}" / "state", started)
+
+    yield make
+    for process in started:
+        if process.poll() is None:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def wait_for(condition: Any, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"after {seconds:.0f} s: {what}")
+        time.sleep(0.3)
+
+
+def idling(process: subprocess.Popen[str]) -> None:
+    time.sleep(1.0)
+    assert process.poll() is None, process.stdout.read() if process.stdout else ""
+
+
+def test_success_is_recorded_sticks_and_releases_the_job_evaluator_last(
+        cluster: Cluster, tmp_path: Path, pods: Any) -> None:
+    job = deploy(cluster, tmp_path, "trained", "  onSuccess: release\n")
+    revision = job.revision
+    assert job.phase() == "Pending"  # no node: the pods stay Pending
+    live_state = cluster.get_json("configmap/trained-state", "--namespace", job.namespace)
+    assert health(live_state)[0] == "Progressing"  # Argo CD's view
+    runs = tmp_path / "runs"
+    train = f"echo trained >> {shlex.quote(str(runs))}"
+
+    worker = pods(job, "worker", 0).run(train)
+    wait_for(lambda: job.records().get("worker-0") == f"succeeded {revision}",
+             "worker-0 recorded its success")
+    idling(worker)
+    assert set(job.replicas().values()) == {1, 2}  # a worker is not the job: nothing released
+
+    chief = pods(job, "chief", 0).run(train)
+    wait_for(lambda: job.replicas()["trained-chief"] == 0, "the chief released the job")
+    idling(chief)
+    assert job.replicas() == {"trained-chief": 0, "trained-worker": 0, "trained-evaluator": 1}
+
+    evaluator = pods(job, "evaluator", 0).run(train)  # its last evaluation, then release
+    wait_for(lambda: job.replicas()["trained-evaluator"] == 0, "the evaluator released itself")
+    idling(evaluator)
+    assert job.phase() == "Released"
+    assert runs.read_text() == "trained\n" * 3
+    live_state = cluster.get_json("configmap/trained-state", "--namespace", job.namespace)
+    assert health(live_state) == ("Healthy", f"succeeded at revision {revision}")  # Argo CD
+
+    # A pod recreated after success (eviction, drain): a new emptyDir, the same revision.
+    again = pods(job, "chief", 0, fresh="-recreated").run(train)
+    idling(again)
+    assert runs.read_text() == "trained\n" * 3  # it did not train again
+    assert job.records()["chief-0"] == f"succeeded {revision}"
+    # A new revision trains.
+    new = pods(job, "chief", 0, fresh="-new-revision").run(train, revision="0" * 12)
+    wait_for(lambda: job.records()["chief-0"] == f"succeeded {'0' * 12}",
+             "the new revision recorded its success")
+    assert runs.read_text() == "trained\n" * 4
+    idling(new)
+    # The record lives in the API server: the Role let the launcher patch its own ConfigMap,
+    # as the field manager `tfcompile-launcher`, which a GitOps sync does not own.
+    state = cluster.get_json("configmap/trained-state", "--namespace", job.namespace,
+                             "--show-managed-fields")
+    managers = {entry["manager"] for entry in state["metadata"]["managedFields"]}
+    assert "tfcompile-launcher" in managers
+
+
+def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
+        cluster: Cluster, tmp_path: Path, pods: Any) -> None:
+    job = deploy(cluster, tmp_path, "broken", "  onSuccess: release\n"
+                 "  failurePolicy: {maxRestarts: 5, doNotRetryExitCodes: [2]}\n")
+    worker = pods(job, "worker", 1).run("echo bad data >&2; exit 2")
+    wait_for(lambda: set(job.replicas().values()) == {0}, "the failure released the job")
+    idling(worker)
+    assert job.records()["worker-1"] == f"failed {job.revision} exit 2 after 0 restarts"
+    assert job.phase() == "Failed"
+    live_state = cluster.get_json("configmap/broken-state", "--namespace", job.namespace)
+    assert health(live_state) == ("Degraded",
+                                  "failed for good: worker-1 (exit 2 after 0 restarts)")
+    table = job.status()
+    assert "broken (" in table and ": Failed;" in table
+    assert "failed worker-1: exit 2 after 0 restarts" in table
+    # Scaled up again (as Flux's drift correction does): a new pod of the failed revision finds
+    # the record, does not train, and releases the job again.
+    for name in ("broken-chief", "broken-worker", "broken-evaluator"):
+        cluster.kubectl("scale", f"statefulset/{name}", "--replicas=1", "--namespace",
+                        job.namespace)
+    again = pods(job, "worker", 1, fresh="-recreated").run("echo trained-again; exit 0")
+    wait_for(lambda: set(job.replicas().values()) == {0}, "the recreated pod released the job")
+    idling(again)
+    assert job.records()["worker-1"].startswith(f"failed {job.revision} ")
+
+
+def test_status_shows_pending_suspended_released_and_revisions(
+        cluster: Cluster, tmp_path: Path) -> None:
+    job = deploy(cluster, tmp_path, "shown")
+    committed = job.revision
+    wait_for(lambda: len(cluster.get_json("pods", "--namespace", job.namespace)["items"]) == 4,
+             "the StatefulSet controller created the pods")
+    found = json.loads(job.status("--json"))
+    assert [(s["phase"], s["deployed_revision"], s["committed_revision"]) for s in found] == [
+        ("Pending", committed, committed)]
+    roles = {role["role"]: role for role in found[0]["roles"]}
+    assert {name: (role["ready"], role["replicas"], role["restarts"], role["last_exit"])
+            for name, role in roles.items()} == {
+        "chief": (0, 1, 0, None), "worker": (0, 2, 0, None), "evaluator": (0, 1, 0, None)}
+    table = job.status()
+    assert f"shown ({job.namespace}): Pending; revision deployed {committed}, committed " \
+           f"{committed}\n" in table
+    assert "  worker     0/2    0         -          -" in table
+
+    build(tmp_path, "shown", "  suspend: true\n")
+    apply(cluster, job)
+    assert job.phase() == "Suspended"
+    assert job.revision == committed  # suspend is not a new revision
+
+    build(tmp_path, "shown", "  env: {EPOCHS: '9'}\n")  # committed, not yet synced
+    assert job.revision != committed
+    found = json.loads(job.status("--json"))
+    assert (found[0]["deployed_revision"], found[0]["committed_revision"]) == (
+        committed, job.revision)
+    assert "(differs)" in job.status()
+    apply(cluster, job)
+    assert job.phase() == "Pending"
+    for name in ("shown-chief", "shown-worker", "shown-evaluator"):
+        cluster.kubectl("scale", f"statefulset/{name}", "--replicas=0", "--namespace",
+                        job.namespace)
+    assert job.phase() == "Released"

@@ -1,0 +1,185 @@
+"""The launcher as a local process: success idles, failures stop by policy, SIGTERM is forwarded.
+
+These run the launcher exactly as compiled into a job's ConfigMap, with this pod's emptyDir in a
+temporary directory and no service-account token (so it records in the pod only); the record in
+the API server and the release are tested against a real API server in tests/cluster/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfcompile.compiler import launcher
+from tfcompile.compiler.builders.launcher import launcher_data, launcher_settings
+from tfcompile.spec.loading import load_jobs
+
+JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: demo}
+spec:
+  image: tf
+  command: [python, train.py]
+  roles: {chief: {replicas: 1}, worker: {replicas: 2}, evaluator: {replicas: 1}}
+"""
+
+
+def settings_of(tmp_path: Path, extra: str = "") -> dict[str, Any]:
+    (tmp_path / "job.yaml").write_text(JOB + extra)
+    (loaded,) = load_jobs(tmp_path / "job.yaml")
+    return launcher_settings(loaded.job)
+
+
+@dataclass
+class Pod:
+    """One pod's launcher files and emptyDir; `start` runs the launcher like its container."""
+
+    directory: Path
+    settings: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        self.state = self.directory / "state"
+        self.state.mkdir(parents=True, exist_ok=True)
+        (self.directory / "launcher.py").write_text(launcher.PROGRAM)
+        (self.directory / "settings.json").write_text(launcher.settings_text(self.settings))
+
+    def start(self, command: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, str(self.directory / "launcher.py"), f"--state={self.state}",
+             f"--account={self.directory / 'no-account'}",
+             f"--settings={self.directory / 'settings.json'}", "--", "sh", "-c", command],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+            env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": "1",
+                 "TFCOMPILE_REVISION": "0123456789ab"},
+        )
+
+
+def idles(process: subprocess.Popen[str], seconds: float = 1.5) -> bool:
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+def stop(process: subprocess.Popen[str]) -> str:
+    """SIGTERM as the kubelet sends it; an idle launcher exits 0 promptly."""
+    process.terminate()
+    assert process.wait(timeout=5) == 0
+    return process.stdout.read() if process.stdout else ""
+
+
+def test_the_program_has_no_dollar_and_is_valid_python(tmp_path: Path) -> None:
+    for text in launcher_data(load_jobs_text(tmp_path)).values():
+        assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
+    (tmp_path / "launcher.py").write_text(launcher.PROGRAM)
+    py_compile.compile(str(tmp_path / "launcher.py"), doraise=True)
+
+
+def load_jobs_text(tmp_path: Path) -> Any:
+    (tmp_path / "job.yaml").write_text(JOB + "  onSuccess: release\n"
+                                       "  failurePolicy: {maxRestarts: 3}\n")
+    (loaded,) = load_jobs(tmp_path / "job.yaml")
+    return loaded.job
+
+
+def test_settings_name_the_tasks_that_make_the_job_succeed(tmp_path: Path) -> None:
+    settings = settings_of(tmp_path, "  onSuccess: release\n")
+    assert settings["successTasks"] == ["chief-0"]
+    assert settings["evaluatorTasks"] == ["evaluator-0"]
+    assert settings["releaseFirst"] == ["demo-chief", "demo-worker"]
+    assert settings["releaseLast"] == ["demo-evaluator"]
+    without_chief = JOB.replace("chief: {replicas: 1}, ", "")
+    (tmp_path / "job.yaml").write_text(without_chief)
+    (loaded,) = load_jobs(tmp_path / "job.yaml")
+    assert launcher_settings(loaded.job)["successTasks"] == ["worker-0", "worker-1"]
+
+
+def test_success_is_recorded_and_a_restart_idles_instead_of_training_again(
+        tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path))
+    runs = tmp_path / "runs"
+    first = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    assert idles(first)
+    output = stop(first)
+    assert (pod.state / launcher.SUCCEEDED).exists()
+    assert "training succeeded; idling" in output
+    again = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    assert idles(again)
+    output = stop(again)
+    assert "task worker-1 of revision 0123456789ab: succeeded (recorded)" in output
+    assert "this task already succeeded; idling" in output
+    assert runs.read_text() == "trained\n"
+
+
+def test_without_a_policy_every_failure_is_passed_to_the_kubelet(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path))
+    for _ in range(4):
+        assert pod.start("exit 1").wait(timeout=10) == 1
+    assert not (pod.state / launcher.FAILED).exists()
+
+
+def test_failure_policy_stops_after_max_restarts(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 2}\n"))
+    assert [pod.start("exit 3").wait(timeout=10) for _ in range(2)] == [3, 3]
+    assert not (pod.state / launcher.FAILED).exists()
+    third = pod.start("exit 3")
+    assert idles(third)  # the 2nd restart failed too: the task stops instead of crash-looping
+    output = stop(third)
+    assert "no restarts left" in output
+    assert (pod.state / launcher.FAILED).read_text() == "exit 3 after 2 restarts\n"
+    fifth = pod.start("echo trained-again")
+    assert idles(fifth)  # a stopped task does not train again in this pod
+    assert "trained-again" not in stop(fifth)
+
+
+def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(
+        tmp_path, "  failurePolicy: {maxRestarts: 10, doNotRetryExitCodes: [1, 2]}\n"))
+    assert pod.start("exit 137").wait(timeout=10) == 137  # retryable: the kubelet restarts it
+    stopped = pod.start("exit 2")
+    assert idles(stopped)
+    assert "that exit code means do not retry" in stop(stopped)
+    assert (pod.state / launcher.FAILED).read_text() == "exit 2 after 1 restarts\n"
+
+
+def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 0}\n"))
+    sleeper = pod.start("trap 'echo got-term; exit 143' TERM; sleep 30 & wait")
+    time.sleep(0.8)
+    started = time.monotonic()
+    sleeper.terminate()
+    assert sleeper.wait(timeout=10) == 143
+    assert time.monotonic() - started < 5
+    os.killpg(sleeper.pid, signal.SIGKILL)  # the kubelet ends what is left of the container
+    assert "got-term" in (sleeper.stdout.read() if sleeper.stdout else "")
+    assert not (pod.state / launcher.FAILED).exists()
+    assert not (pod.state / "failures").exists()
+
+
+def test_a_missing_command_exits_127_like_a_shell(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path))
+    process = subprocess.run(
+        [sys.executable, str(tmp_path / "launcher.py"), f"--state={pod.state}",
+         f"--account={tmp_path}", f"--settings={tmp_path / 'settings.json'}", "--",
+         str(tmp_path / "no-such-program")],
+        capture_output=True, text=True, timeout=10, check=False)
+    assert process.returncode == 127
+    assert "cannot start" in process.stderr
+
+
+def test_settings_are_json_the_launcher_reads(tmp_path: Path) -> None:
+    settings = settings_of(tmp_path, "  failurePolicy: {doNotRetryExitCodes: [2, 1, 2]}\n")
+    assert json.loads(launcher.settings_text(settings))["failurePolicy"] == {
+        "maxRestarts": 10, "doNotRetryExitCodes": [1, 2]}

@@ -1,0 +1,47 @@
+"""`tfcompile status` without a cluster: the committed revision, and a clean failure.
+
+What it shows for live jobs is tested against a real API server in tests/cluster/.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+from tests.conftest import OUTPUT
+from tfcompile.compiler.status import committed_revisions
+
+TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
+
+
+def test_the_committed_revision_is_read_from_the_compiled_output() -> None:
+    found = committed_revisions(OUTPUT)
+    assert sorted(found) == ["mnist", "parameter-server", "tensorflow1", "tf-spawner"]
+    worker = YAML(typ="safe").load((OUTPUT / "mnist" / "statefulset-mnist-worker.yaml").read_text())
+    assert found["mnist"] == (None, worker["spec"]["template"]["metadata"]["annotations"][
+        "tfcompile.dev/revision"])
+
+
+def test_symlinked_jobs_are_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "output").mkdir()
+    (tmp_path / "output" / "elsewhere").symlink_to(OUTPUT / "mnist")
+    assert committed_revisions(tmp_path / "output") == {}
+
+
+def test_an_unreachable_cluster_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n"
+        "clusters: [{name: nowhere, cluster: {server: 'https://127.0.0.1:9'}}]\n"
+        "users: [{name: nobody, user: {}}]\n"
+        "contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody}}]\n")
+    completed = subprocess.run(
+        [TFCOMPILE, "status", "-o", str(OUTPUT)], capture_output=True, text=True, timeout=120,
+        check=False, env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+    assert completed.returncode == 1
+    assert completed.stderr.startswith("tfcompile: status: kubectl get failed: ")
+    assert "Traceback" not in completed.stderr
