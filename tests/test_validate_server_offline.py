@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OUTPUT
+from tfcompile.compiler.validation.server import without_value
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
@@ -55,3 +56,24 @@ def test_no_kubeconfig_context_is_explained(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "tfcompile: validate --server: no usable kubeconfig context" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        ('Invalid value: "train job.py": a valid config key must consist of alphanumeric '
+         "characters",
+         "Invalid value: a valid config key must consist of alphanumeric characters"),
+        ('Invalid value: "a \\"quoted\\": value": must be no more than 63 characters',
+         "Invalid value: must be no more than 63 characters"),
+        ('Unsupported value: "OnFailure": supported values: "Always"',
+         'Unsupported value: supported values: "Always"'),
+        ("Invalid value: 70000: must be between 1 and 65535, inclusive",
+         "Invalid value: must be between 1 and 65535, inclusive"),
+        ("Forbidden: activeDeadlineSeconds in StatefulSet is not Supported",
+         "Forbidden: activeDeadlineSeconds in StatefulSet is not Supported"),
+        ('Duplicate value: "TF_CONFIG"', "Duplicate value"),
+    ],
+)
+def test_the_servers_reasons_are_shown_without_the_refused_value(message: str, shown: str) -> None:
+    assert without_value(message) == shown

@@ -210,15 +210,15 @@ def _refusals(body: Any) -> list[str]:
     causes = [cause for cause in details.get("causes") or [] if isinstance(cause, dict)]
     messages = []
     for cause in causes:
-        reason = _without_value(str(cause.get("message", cause.get("reason", ""))))
+        reason = without_value(str(cause.get("message", cause.get("reason", ""))))
         where = str(cause.get("field", "")).removeprefix(".")
         messages.append(f"{where}: {reason} (refused by the API server)" if where
                         else f"{reason} (refused by the API server)")
     return messages or [f"the API server refuses it ({body.get('reason', 'Failure')}): "
-                        f"{_without_value(str(body.get('message', '')))}"]
+                        f"{without_value(str(body.get('message', '')))}"]
 
 
-def _without_value(message: str) -> str:
+def without_value(message: str) -> str:
     """`Invalid value: "x": must be …` → `Invalid value: must be …`: reason kept, value cut."""
     for value_type in _VALUE_TYPES:
         prefix = f"{value_type}: "
