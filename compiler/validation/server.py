@@ -37,6 +37,9 @@ from .report import Problem, ValidationReport
 FIELD_MANAGER = "tfcompile"
 _PROXY_START_SECONDS = 20.0
 _REQUEST_TIMEOUT_SECONDS = 60.0
+_ATTEMPTS = 4
+_RETRY_SECONDS = 1.0
+_TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 # `field.Error` messages put the refused value after its type; tfcompile never echoes input
 # values (a value may be a secret), so that part is cut out.
@@ -67,7 +70,20 @@ class ServerSession:
         self, method: str, path: str, body: bytes | None = None,
         content_type: str = "application/json",
     ) -> tuple[int, Any, list[str]]:
-        """Send one request through the proxy: status, the JSON body (or text), warnings."""
+        """Send one request through the proxy: status, the JSON body (or text), warnings.
+
+        A busy or restarting API server (429, 5xx) is asked again a few times, as kubectl does.
+        """
+        for attempt in range(_ATTEMPTS):
+            status, parsed, warnings = self._request_once(method, path, body, content_type)
+            if status not in _TRANSIENT_STATUSES or attempt == _ATTEMPTS - 1:
+                break
+            time.sleep(_RETRY_SECONDS * (attempt + 1))
+        return status, parsed, warnings
+
+    def _request_once(
+        self, method: str, path: str, body: bytes | None, content_type: str
+    ) -> tuple[int, Any, list[str]]:
         connection = _UnixConnection(self.socket_path)
         try:
             headers = {"Accept": "application/json", "Host": "localhost"}
@@ -289,14 +305,26 @@ def _context_namespace(kubectl: str) -> str:
 
 
 def _wait_for_socket(process: subprocess.Popen[str], socket_path: Path) -> None:
+    """Until the proxy accepts connections (its socket file appears just before it listens)."""
     deadline = time.monotonic() + _PROXY_START_SECONDS
-    while not socket_path.exists():
+    while not _accepts(socket_path):
         if process.poll() is not None:
             error = process.stderr.read().strip() if process.stderr is not None else ""
             raise ClusterError(f"`kubectl proxy` failed: {error or process.returncode}")
         if time.monotonic() > deadline:
             raise ClusterError("`kubectl proxy` did not start")
         time.sleep(0.05)
+
+
+def _accepts(socket_path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(socket_path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 class _UnixConnection(http.client.HTTPConnection):

@@ -1,4 +1,4 @@
-"""The cluster tier: one real control plane (scripts/control-plane.sh) for the whole session.
+"""The cluster tier: one real control plane (scripts/control-plane.sh) for all its tests.
 
 These tests need Go (the control plane is built from source once, then cached) or prebuilt
 binaries in TFCOMPILE_CONTROL_PLANE_BINARIES / KUBEBUILDER_ASSETS. Without them the fixture fails
@@ -66,9 +66,10 @@ class Cluster:
         return name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """`scripts/control-plane.sh up` once per session, `down` at the end (also on failure)."""
+    """`scripts/control-plane.sh up` once, `down` after the last cluster test (also on failure),
+    so the rest of the suite does not share the machine with it."""
     run_directory = tmp_path_factory.mktemp("control-plane")
     environment = {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory)}
     try:
