@@ -28,6 +28,7 @@ module="$repository/scripts/control-plane"
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
 run_directory=${TFCOMPILE_CONTROL_PLANE_DIR:-${TMPDIR:-/tmp}/tfcompile-control-plane}
 timeout_seconds=${TFCOMPILE_CONTROL_PLANE_TIMEOUT:-180}
+marker=.tfcompile-control-plane
 service_cluster_ip_range=10.0.0.0/24
 kubernetes_service_ip=10.0.0.1
 
@@ -206,9 +207,14 @@ up() {
       *) fail "up: unknown option $1 (usage: $0 up)" ;;
     esac
   done
-  if [ -e "$run_directory/pids" ]; then
+  if [ -e "$run_directory/$marker" ]; then
     fail "a control plane already runs from $run_directory; run \`$0 down\` first \
 (or set TFCOMPILE_CONTROL_PLANE_DIR for a second one)"
+  fi
+  # `down` removes the whole directory, so it must hold nothing but what `up` writes.
+  if [ -e "$run_directory" ] && [ -n "$(ls -A "$run_directory")" ]; then
+    fail "$run_directory is not empty; TFCOMPILE_CONTROL_PLANE_DIR must name a new or empty \
+directory"
   fi
   for tool in openssl curl python3 setsid; do
     command -v "$tool" >/dev/null || fail "$tool is needed on PATH"
@@ -216,6 +222,7 @@ up() {
   build
   local started=$SECONDS
   mkdir -p "$run_directory"/{logs,pids,etcd}
+  touch "$run_directory/$marker"
   trap 'say "up failed; stopping what was started"; stop_all' EXIT
   chmod 700 "$run_directory"
   certificates
@@ -311,7 +318,7 @@ down() {
     say "nothing runs from $run_directory"
     return 0
   fi
-  [ -d "$run_directory/pids" ] || fail "$run_directory was not made by $0 up; not removing it"
+  [ -f "$run_directory/$marker" ] || fail "$run_directory was not made by $0 up; not removing it"
   stop_all
   say "stopped; removed $run_directory"
 }
