@@ -95,13 +95,26 @@ def test_what_the_statefulset_controller_refuses_is_a_problem(
     assert "1 of 1 job(s) failed validation" in online.stderr
 
 
-def test_a_script_name_that_is_no_configmap_key_is_a_problem(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    job = write_job(tmp_path, script_name="train job.py")
+def test_an_invalid_configmap_key_is_a_problem(cluster: Cluster, tmp_path: Path) -> None:
+    # A script whose file name is no ConfigMap key is refused by `build` itself; a key brought
+    # in by a user's kustomization on top of the compiled job is refused by the API server.
+    write_job(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "kustomization.yaml").write_text(textwrap.dedent("""\
+        resources: [../output/demo]
+        patches:
+        - target: {kind: ConfigMap}
+          patch: |
+            - op: add
+              path: /data/train job.py
+              value: print('training')
+        """), encoding="utf-8")
 
-    result = tfcompile(cluster, "validate", "--server", str(job))
+    offline = tfcompile(cluster, "validate", str(mine))
+    result = tfcompile(cluster, "validate", "--server", str(mine))
 
+    assert offline.returncode == 0, offline.stdout
     assert result.returncode == 1, result.stdout + result.stderr
     problems = [line for line in result.stdout.splitlines() if line.startswith("  error: ")]
     assert len(problems) == 1, result.stdout
