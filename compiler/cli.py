@@ -109,7 +109,10 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
 
 
 def _validate(arguments: argparse.Namespace) -> int:
+    from contextlib import nullcontext
+
     from .rendering.kustomize import RenderingError
+    from .validation.server import ClusterError, server_session, with_server_checks
     from .validation.validator import validate
     from .validation.versions import KubernetesVersionError
 
@@ -119,19 +122,26 @@ def _validate(arguments: argparse.Namespace) -> int:
               "first or name a directory", file=sys.stderr)
         return EXIT_USAGE
     failed = 0
-    for directory in directories:
-        try:
-            report = validate(directory, arguments.kubernetes_version,
-                              allow_remote=arguments.allow_remote)
-        except KubernetesVersionError as error:
-            print(f"tfcompile: {error}", file=sys.stderr)
-            return EXIT_USAGE
-        except RenderingError as error:
-            print(f"{directory}: cannot render: {error}", file=sys.stderr)
-            failed += 1
-            continue
-        print(report.to_text())
-        failed += 0 if report.ok else 1
+    try:
+        with server_session() if arguments.server else nullcontext() as session:
+            for directory in directories:
+                try:
+                    report = validate(directory, arguments.kubernetes_version,
+                                      allow_remote=arguments.allow_remote)
+                except KubernetesVersionError as error:
+                    print(f"tfcompile: {error}", file=sys.stderr)
+                    return EXIT_USAGE
+                except RenderingError as error:
+                    print(f"{directory}: cannot render: {error}", file=sys.stderr)
+                    failed += 1
+                    continue
+                if session is not None:
+                    report = with_server_checks(report, session)
+                print(report.to_text())
+                failed += 0 if report.ok else 1
+    except ClusterError as error:
+        print(f"tfcompile: validate --server: {error}", file=sys.stderr)
+        return EXIT_FAILED
     if failed:
         print(f"tfcompile: {failed} of {len(directories)} job(s) failed validation",
               file=sys.stderr)
@@ -273,6 +283,11 @@ def parser() -> argparse.ArgumentParser:
         help=f"schemas to check against (default: {DEFAULT_KUBERNETES_VERSION}; oldest: "
              f"{OLDEST_KUBERNETES_VERSION}, the first with the pod-index label)")
     _add_allow_remote(validate_command)
+    validate_command.add_argument(
+        "--server", action="store_true",
+        help="also dry-run apply every object on the API server of the current kubeconfig "
+             "context (server-side apply, nothing is persisted); objects without a namespace "
+             "are checked in the context's namespace")
     validate_command.set_defaults(handler=_validate)
 
     render_command = commands.add_parser(

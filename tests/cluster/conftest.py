@@ -1,4 +1,4 @@
-"""The cluster tier: one real control plane (scripts/control-plane.sh) for the whole session.
+"""The cluster tier: one real control plane (scripts/control-plane.sh) for all its tests.
 
 These tests need Go (the control plane is built from source once, then cached) or prebuilt
 binaries in TFCOMPILE_CONTROL_PLANE_BINARIES / KUBEBUILDER_ASSETS. Without them the fixture fails
@@ -21,9 +21,9 @@ import pytest
 from tests.conftest import REPOSITORY
 
 CONTROL_PLANE = REPOSITORY / "scripts" / "control-plane.sh"
-# The Pod Security level the compiled pods must meet. "restricted" once they set the security
-# context the design asks for (non-root, no privilege escalation, drop ALL, RuntimeDefault).
-POD_SECURITY_LEVEL = "baseline"
+# The Pod Security level the namespaces of the cluster tests enforce: the compiled pods must meet
+# "restricted" (non-root, no privilege escalation, drop ALL, RuntimeDefault seccomp).
+POD_SECURITY_LEVEL = "restricted"
 # The first run builds Kubernetes from source: minutes on a small machine.
 _UP_TIMEOUT_SECONDS = 3 * 60 * 60
 
@@ -66,9 +66,10 @@ class Cluster:
         return name
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """`scripts/control-plane.sh up` once per session, `down` at the end (also on failure)."""
+    """`scripts/control-plane.sh up` once, `down` after the last cluster test (also on failure),
+    so the rest of the suite does not share the machine with it."""
     run_directory = tmp_path_factory.mktemp("control-plane")
     environment = {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory)}
     try:

@@ -1,0 +1,331 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on this machine's loopback, for the cluster tests and for trying
+# `tfcompile validate --server`: etcd, kube-apiserver, kube-controller-manager, kube-scheduler.
+#
+#   scripts/control-plane.sh up      build what is missing, start, wait until healthy, then print
+#                                    `export KUBECONFIG=...` on standard output
+#   scripts/control-plane.sh down    stop them and remove everything they wrote
+#   scripts/control-plane.sh build   only build the binaries
+#
+# There is no node: the scheduler finds nowhere to place pods, so they stay Pending. That is
+# enough to see what the API server accepts and what the controllers create.
+#
+# Binaries: each of etcd, kube-apiserver, kube-controller-manager and kube-scheduler is taken from
+# TFCOMPILE_CONTROL_PLANE_BINARIES (a directory), else from KUBEBUILDER_ASSETS (envtest's
+# directory, which has etcd and kube-apiserver), else built from source with Go by the small
+# module in scripts/control-plane/ into the cache directory below, once per release.
+#
+# Environment:
+#   TFCOMPILE_CONTROL_PLANE_DIR    where a running control plane keeps its certificates, data and
+#                                  logs (default: $TMPDIR/tfcompile-control-plane); `down` removes it
+#   TFCOMPILE_CONTROL_PLANE_CACHE  where built binaries are kept
+#                                  (default: $XDG_CACHE_HOME/tfcompile/control-plane)
+#   TFCOMPILE_CONTROL_PLANE_TIMEOUT  seconds to wait for health (default: 180)
+set -euo pipefail
+
+repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+module="$repository/scripts/control-plane"
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+run_directory=${TFCOMPILE_CONTROL_PLANE_DIR:-${TMPDIR:-/tmp}/tfcompile-control-plane}
+timeout_seconds=${TFCOMPILE_CONTROL_PLANE_TIMEOUT:-180}
+marker=.tfcompile-control-plane
+service_cluster_ip_range=10.0.0.0/24
+kubernetes_service_ip=10.0.0.1
+
+say() { echo "control-plane: $*" >&2; }
+fail() { say "$*"; exit 1; }
+
+release() {
+  awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod"
+}
+
+# The build directory is named after the release and a digest of the wrapper's own files, so a
+# changed wrapper builds again and two releases live side by side.
+build_directory() {
+  local digest
+  digest=$(cd "$module" && cat go.mod go.sum cmd/*/main.go | sha256sum | cut -c1-12)
+  echo "${TFCOMPILE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfcompile/control-plane}/$(release)-$digest"
+}
+
+# Where component $1 comes from: a prebuilt directory when it has it, else the build directory.
+binary_of() {
+  local directory
+  for directory in "${TFCOMPILE_CONTROL_PLANE_BINARIES:-}" "${KUBEBUILDER_ASSETS:-}"; do
+    if [ -n "$directory" ] && [ -x "$directory/$1" ]; then
+      echo "$directory/$1"
+      return
+    fi
+  done
+  echo "$(build_directory)/bin/$1"
+}
+
+build() {
+  local missing=() component
+  for component in "${components[@]}"; do
+    [ -x "$(binary_of "$component")" ] || missing+=("$component")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  command -v go >/dev/null || fail "Go is needed to build ${missing[*]} from source (Go $(
+    awk '$1 == "go" { print $2 }' "$module/go.mod") or newer: https://go.dev/dl/), or set \
+TFCOMPILE_CONTROL_PLANE_BINARIES to a directory with prebuilt ${components[*]}"
+  local target version
+  target=$(build_directory)
+  version=$(release)
+  mkdir -p "$target"
+  # One build at a time per release; a second caller waits, then finds the binaries.
+  exec 9>"$target/.lock"
+  flock 9
+  local packages=()
+  for component in "${missing[@]}"; do
+    [ -x "$target/bin/$component" ] || packages+=("./cmd/$component")
+  done
+  if [ ${#packages[@]} -gt 0 ]; then
+    say "building ${packages[*]#./cmd/} of Kubernetes $version from source (first time only; \
+about 15 minutes on two cores)"
+    local flags="-s -w" package minor=${version#v1.}
+    minor=${minor%%.*}
+    # What Kubernetes' own build stamps, so `kubectl version` and the API report the release.
+    for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      flags+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
+      flags+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
+    done
+    rm -rf "$target/bin.partial"
+    mkdir -p "$target/bin.partial" "$target/bin"
+    local started=$SECONDS
+    (cd "$module" && GOFLAGS=-mod=readonly nice go build -trimpath -ldflags="$flags" \
+      -o "$target/bin.partial/" "${packages[@]}")
+    mv "$target/bin.partial/"* "$target/bin/"
+    rmdir "$target/bin.partial"
+    say "built in $((SECONDS - started)) s into $target/bin"
+  fi
+  exec 9>&-
+}
+
+free_ports() {
+  python3 - "$1" <<'EOF'
+import socket, sys
+sockets = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in sockets:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in sockets))
+EOF
+}
+
+certificates() {
+  local pki="$run_directory/pki"
+  mkdir -p "$pki"
+  (
+    cd "$pki"
+    umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -keyout ca.key -out ca.crt \
+      -subj "/CN=tfcompile-control-plane-ca" 2>/dev/null
+    # name, subject, extended key usage, subject alternative names
+    issue() {
+      local extensions="basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=$3"
+      [ -n "${4:-}" ] && extensions+="
+subjectAltName=$4"
+      openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+        -extfile <(echo "$extensions") -out "$1.crt" 2>/dev/null
+      rm "$1.csr"
+    }
+    local loopback="IP:127.0.0.1,DNS:localhost"
+    issue etcd-server "/CN=etcd" serverAuth "$loopback"
+    issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
+    issue apiserver "/CN=kube-apiserver" serverAuth "$loopback,IP:$kubernetes_service_ip,\
+DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,\
+DNS:kubernetes.default.svc.cluster.local"
+    issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+    issue controller-manager "/CN=system:kube-controller-manager" clientAuth
+    issue scheduler "/CN=system:kube-scheduler" clientAuth
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out service-account.key \
+      2>/dev/null
+    openssl pkey -in service-account.key -pubout -out service-account.pub 2>/dev/null
+    rm -f ca.srl
+  )
+}
+
+kubeconfig() {  # name, client certificate name
+  cat >"$run_directory/$1.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: tfcompile-local
+  cluster:
+    server: https://127.0.0.1:$apiserver_port
+    certificate-authority: $run_directory/pki/ca.crt
+users:
+- name: $2
+  user:
+    client-certificate: $run_directory/pki/$2.crt
+    client-key: $run_directory/pki/$2.key
+contexts:
+- name: tfcompile-local
+  context: {cluster: tfcompile-local, user: $2, namespace: default}
+current-context: tfcompile-local
+EOF
+}
+
+start() {  # name, command...
+  local name=$1
+  shift
+  setsid "$@" >"$run_directory/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run_directory/pids/$name"
+}
+
+healthy() {  # name, URL, curl options...
+  local name=$1 url=$2
+  shift 2
+  local pid
+  pid=$(cat "$run_directory/pids/$name")
+  kill -0 "$pid" 2>/dev/null || return 2
+  [ "$(curl --silent --max-time 5 --cacert "$run_directory/pki/ca.crt" "$@" "$url" \
+    2>/dev/null)" = ok ]
+}
+
+wait_healthy() {  # name, URL, curl options...
+  local deadline=$((SECONDS + timeout_seconds)) status
+  while true; do
+    status=0
+    healthy "$@" || status=$?
+    [ $status -eq 0 ] && return 0
+    if [ $status -eq 2 ] || [ $SECONDS -ge $deadline ]; then
+      say "$1 $([ $status -eq 2 ] && echo exited || echo "is not healthy after $timeout_seconds s"); \
+the end of its log:"
+      tail -n 25 "$run_directory/logs/$1.log" >&2 || true
+      exit 1
+    fi
+    sleep 0.5
+  done
+}
+
+up() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      *) fail "up: unknown option $1 (usage: $0 up)" ;;
+    esac
+  done
+  if [ -e "$run_directory/$marker" ]; then
+    fail "a control plane already runs from $run_directory; run \`$0 down\` first \
+(or set TFCOMPILE_CONTROL_PLANE_DIR for a second one)"
+  fi
+  # `down` removes the whole directory, so it must hold nothing but what `up` writes.
+  if [ -e "$run_directory" ] && [ -n "$(ls -A "$run_directory")" ]; then
+    fail "$run_directory is not empty; TFCOMPILE_CONTROL_PLANE_DIR must name a new or empty \
+directory"
+  fi
+  for tool in openssl curl python3 setsid; do
+    command -v "$tool" >/dev/null || fail "$tool is needed on PATH"
+  done
+  build
+  local started=$SECONDS
+  mkdir -p "$run_directory"/{logs,pids,etcd}
+  touch "$run_directory/$marker"
+  trap 'say "up failed; stopping what was started"; stop_all' EXIT
+  chmod 700 "$run_directory"
+  certificates
+  local pki="$run_directory/pki" etcd_port etcd_peer_port controller_manager_port scheduler_port
+  read -r etcd_port etcd_peer_port apiserver_port controller_manager_port scheduler_port \
+    < <(free_ports 5)
+  kubeconfig admin admin
+  kubeconfig controller-manager controller-manager
+  kubeconfig scheduler scheduler
+
+  start etcd "$(binary_of etcd)" \
+    --name=tfcompile --data-dir="$run_directory/etcd" \
+    --listen-client-urls="https://127.0.0.1:$etcd_port" \
+    --advertise-client-urls="https://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster="tfcompile=http://127.0.0.1:$etcd_peer_port" \
+    --cert-file="$pki/etcd-server.crt" --key-file="$pki/etcd-server.key" \
+    --trusted-ca-file="$pki/ca.crt" --client-cert-auth \
+    --unsafe-no-fsync --log-level=warn
+  wait_healthy etcd "https://127.0.0.1:$etcd_port/readyz" \
+    --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key"
+
+  start kube-apiserver "$(binary_of kube-apiserver)" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+    --cert-dir="$run_directory/kube-apiserver" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --etcd-servers="https://127.0.0.1:$etcd_port" --etcd-cafile="$pki/ca.crt" \
+    --etcd-certfile="$pki/apiserver-etcd-client.crt" \
+    --etcd-keyfile="$pki/apiserver-etcd-client.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$pki/service-account.pub" \
+    --service-account-signing-key-file="$pki/service-account.key" \
+    --service-cluster-ip-range="$service_cluster_ip_range" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction,PodSecurity \
+    --allow-privileged=true --anonymous-auth=false --profiling=false
+  wait_healthy kube-apiserver "https://127.0.0.1:$apiserver_port/readyz" \
+    --cert "$pki/admin.crt" --key "$pki/admin.key"
+
+  start kube-controller-manager "$(binary_of kube-controller-manager)" \
+    --bind-address=127.0.0.1 --secure-port="$controller_manager_port" \
+    --cert-dir="$run_directory/kube-controller-manager" \
+    --kubeconfig="$run_directory/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$run_directory/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$run_directory/controller-manager.kubeconfig" \
+    --service-account-private-key-file="$pki/service-account.key" \
+    --root-ca-file="$pki/ca.crt" --use-service-account-credentials \
+    --service-cluster-ip-range="$service_cluster_ip_range" \
+    --leader-elect=false --profiling=false
+  start kube-scheduler "$(binary_of kube-scheduler)" \
+    --bind-address=127.0.0.1 --secure-port="$scheduler_port" \
+    --cert-dir="$run_directory/kube-scheduler" \
+    --kubeconfig="$run_directory/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$run_directory/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$run_directory/scheduler.kubeconfig" \
+    --leader-elect=false --profiling=false
+  # Their serving certificates are self-signed in --cert-dir: --insecure for the health check only.
+  wait_healthy kube-controller-manager "https://127.0.0.1:$controller_manager_port/healthz" \
+    --insecure
+  wait_healthy kube-scheduler "https://127.0.0.1:$scheduler_port/healthz" --insecure
+  say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://127.0.0.1:$apiserver_port \
+(run \`$0 down\` to stop it)"
+  trap - EXIT
+  echo "export KUBECONFIG=$run_directory/admin.kubeconfig"
+}
+
+# Stop what `up` started: only processes whose pid file is ours and whose command line names
+# the run directory (a recycled pid of another program is left alone).
+stop_all() {
+  local pid_file pid name pids=()
+  for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    pid_file="$run_directory/pids/$name"
+    [ -f "$pid_file" ] || continue
+    pid=$(cat "$pid_file")
+    if [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" \
+        | grep -qF -- "$run_directory"; then
+      kill -TERM "$pid" 2>/dev/null || true
+      pids+=("$pid")
+    fi
+  done
+  local deadline=$((SECONDS + 15))
+  for pid in "${pids[@]}"; do
+    while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  rm -rf "$run_directory"
+}
+
+down() {
+  if [ ! -d "$run_directory" ]; then
+    say "nothing runs from $run_directory"
+    return 0
+  fi
+  [ -f "$run_directory/$marker" ] || fail "$run_directory was not made by $0 up; not removing it"
+  stop_all
+  say "stopped; removed $run_directory"
+}
+
+case ${1:-} in
+  up) shift; up "$@" ;;
+  down) down ;;
+  build) build ;;
+  *) echo "usage: $0 up | down | build" >&2; exit 2 ;;
+esac
