@@ -104,7 +104,7 @@ def test_an_invalid_configmap_key_is_a_problem(cluster: Cluster, tmp_path: Path)
     (mine / "kustomization.yaml").write_text(textwrap.dedent("""\
         resources: [../output/demo]
         patches:
-        - target: {kind: ConfigMap}
+        - target: {kind: ConfigMap, name: "demo-script-.*"}
           patch: |
             - op: add
               path: /data/train job.py
