@@ -4,11 +4,15 @@
 #
 #   scripts/control-plane.sh up      build what is missing, start, wait until healthy, then print
 #                                    `export KUBECONFIG=...` on standard output
+#   scripts/control-plane.sh up --node   also register a Node and start the node agent
+#                                    (`python3 -m tfcompile.compiler.node_agent`, needs root):
+#                                    the pods bound to it run as local processes (see README.md,
+#                                    "A local node")
 #   scripts/control-plane.sh down    stop them and remove everything they wrote
 #   scripts/control-plane.sh build   only build the binaries
 #
-# There is no node: the scheduler finds nowhere to place pods, so they stay Pending. That is
-# enough to see what the API server accepts and what the controllers create.
+# Without --node there is no node: the scheduler finds nowhere to place pods, so they stay
+# Pending. That is enough to see what the API server accepts and what the controllers create.
 #
 # Binaries: each of etcd, kube-apiserver, kube-controller-manager and kube-scheduler is taken from
 # TFCOMPILE_CONTROL_PLANE_BINARIES (a directory), else from KUBEBUILDER_ASSETS (envtest's
@@ -21,6 +25,9 @@
 #   TFCOMPILE_CONTROL_PLANE_CACHE  where built binaries are kept
 #                                  (default: $XDG_CACHE_HOME/tfcompile/control-plane)
 #   TFCOMPILE_CONTROL_PLANE_TIMEOUT  seconds to wait for health (default: 180)
+#   TFCOMPILE_NODE_PYTHON          the Python that runs the node agent and, through it, the pods'
+#                                  `python` (default: python3 on PATH; it must have tfcompile)
+#   TFCOMPILE_NODE_ARGUMENTS       more options for the node agent (e.g. --backoff-seconds 2)
 set -euo pipefail
 
 repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +38,7 @@ timeout_seconds=${TFCOMPILE_CONTROL_PLANE_TIMEOUT:-180}
 marker=.tfcompile-control-plane
 service_cluster_ip_range=10.0.0.0/24
 kubernetes_service_ip=10.0.0.1
+node_name=tfcompile-node
 
 say() { echo "control-plane: $*" >&2; }
 fail() { say "$*"; exit 1; }
@@ -202,11 +210,20 @@ the end of its log:"
 }
 
 up() {
+  local with_node=false
   while [ $# -gt 0 ]; do
     case $1 in
-      *) fail "up: unknown option $1 (usage: $0 up)" ;;
+      --node) with_node=true; shift ;;
+      *) fail "up: unknown option $1 (usage: $0 up [--node])" ;;
     esac
   done
+  if $with_node; then
+    [ "$(id -u)" -eq 0 ] || fail "up --node: the node agent makes network and mount namespaces: \
+run as root"
+    "${TFCOMPILE_NODE_PYTHON:-python3}" -c 'import tfcompile.compiler.node_agent' 2>/dev/null \
+      || fail "up --node: ${TFCOMPILE_NODE_PYTHON:-python3} cannot import tfcompile (activate \
+the virtualenv, or set TFCOMPILE_NODE_PYTHON)"
+  fi
   if [ -e "$run_directory/$marker" ]; then
     fail "a control plane already runs from $run_directory; run \`$0 down\` first \
 (or set TFCOMPILE_CONTROL_PLANE_DIR for a second one)"
@@ -285,17 +302,80 @@ directory"
   wait_healthy kube-controller-manager "https://127.0.0.1:$controller_manager_port/healthz" \
     --insecure
   wait_healthy kube-scheduler "https://127.0.0.1:$scheduler_port/healthz" --insecure
+  if $with_node; then
+    start_node
+  fi
   say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://127.0.0.1:$apiserver_port \
 (run \`$0 down\` to stop it)"
   trap - EXIT
   echo "export KUBECONFIG=$run_directory/admin.kubeconfig"
 }
 
+# The local node: its own credentials (a kubelet's identity, so the Node authorizer and
+# NodeRestriction limit it to its own Node, Lease and pods), a provisioner identity that may make
+# volumes for claims, and the agent itself; `up` returns once the Node is Ready.
+start_node() {
+  local pki="$run_directory/pki" name
+  (
+    cd "$pki"
+    umask 077
+    for name in node provisioner; do
+      local subject="/O=system:nodes/CN=system:node:$node_name"
+      [ "$name" = provisioner ] && subject="/CN=tfcompile-volume-provisioner"
+      openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" \
+        -subj "$subject" 2>/dev/null
+      openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+        -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
+          keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth) \
+        -out "$name.crt" 2>/dev/null
+      rm "$name.csr"
+    done
+    rm -f ca.srl
+  )
+  kubeconfig node node
+  kubeconfig provisioner provisioner
+  kubectl --kubeconfig "$run_directory/admin.kubeconfig" apply --server-side \
+    --field-manager=tfcompile-control-plane -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: tfcompile-volume-provisioner}
+rules:
+- {apiGroups: [""], resources: [persistentvolumeclaims], verbs: [get, list, watch]}
+- {apiGroups: [""], resources: [persistentvolumes], verbs: [get, list, watch, create, delete]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: tfcompile-volume-provisioner}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: tfcompile-volume-provisioner}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: tfcompile-volume-provisioner}
+EOF
+  mkdir -p "$run_directory/node"
+  # shellcheck disable=SC2086  # more options, split on purpose
+  start node-agent "${TFCOMPILE_NODE_PYTHON:-python3}" -m tfcompile.compiler.node_agent \
+    --kubeconfig "$run_directory/node.kubeconfig" \
+    --provisioner-kubeconfig "$run_directory/provisioner.kubeconfig" \
+    --node-name "$node_name" --directory "$run_directory/node" ${TFCOMPILE_NODE_ARGUMENTS:-}
+  local deadline=$((SECONDS + timeout_seconds)) ready=""
+  while [ "$ready" != True ]; do
+    if ! kill -0 "$(cat "$run_directory/pids/node-agent")" 2>/dev/null \
+        || [ $SECONDS -ge $deadline ]; then
+      say "the node agent did not make node $node_name Ready; the end of its log:"
+      tail -n 25 "$run_directory/logs/node-agent.log" >&2 || true
+      exit 1
+    fi
+    sleep 0.5
+    ready=$(kubectl --kubeconfig "$run_directory/admin.kubeconfig" get node "$node_name" \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
+  done
+  say "node $node_name is Ready; its agent logs to $run_directory/logs/node-agent.log"
+}
+
 # Stop what `up` started: only processes whose pid file is ours and whose command line names
 # the run directory (a recycled pid of another program is left alone).
 stop_all() {
   local pid_file pid name pids=()
-  for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pid_file="$run_directory/pids/$name"
     [ -f "$pid_file" ] || continue
     pid=$(cat "$pid_file")
@@ -305,7 +385,8 @@ stop_all() {
       pids+=("$pid")
     fi
   done
-  local deadline=$((SECONDS + 15))
+  # The node agent stops its pods first (up to 10 s of grace each, in parallel).
+  local deadline=$((SECONDS + 30))
   for pid in "${pids[@]}"; do
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     kill -KILL "$pid" 2>/dev/null || true
@@ -327,5 +408,5 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   build) build ;;
-  *) echo "usage: $0 up | down | build" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--node] | down | build" >&2; exit 2 ;;
 esac

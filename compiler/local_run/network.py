@@ -173,3 +173,56 @@ def create_network(run_identifier: str, plan: Sequence[PodAddress],
         for holder in [*holders.values(), *([bridge_holder] if bridge_holder else [])]:
             _release(holder)
     return network
+
+
+# A network that grows and shrinks: the same bridge namespace, pods added while it runs. --------
+
+
+def create_bridge(run_identifier: str, programs: NetworkPrograms) -> int:
+    """A new namespace holding the run's bridge; returns a descriptor of it (close to free)."""
+    holder = _start_holder(None)
+    try:
+        _wait_ready(holder)
+        bridge = addressing.bridge_name(run_identifier)
+        _run_batch(programs, holder, ["link set lo up", f"link add {bridge} type bridge",
+                                      f"link set {bridge} up"], "the bridge")
+        return _open_namespace(holder, "net")
+    finally:
+        _release(holder)
+
+
+def add_pod_network(bridge: int, run_identifier: str, entry: PodAddress,
+                    programs: NetworkPrograms) -> PodNamespaces:
+    """New network and UTS namespaces for one pod, wired to the bridge in namespace `bridge`.
+
+    The veth pair is made inside the bridge's namespace with its peer placed in the pod's; when
+    the pod's namespace is freed (its descriptors closed, its processes gone) the pair goes too.
+    """
+    holder = _start_holder(entry.hostname)
+    try:
+        _wait_ready(holder)
+        link = addressing.bridge_side_link_name(run_identifier, entry.position)
+        bridge_namespace = f"/proc/{os.getpid()}/fd/{bridge}"
+        result = subprocess.run(
+            [programs.nsenter, f"--net={bridge_namespace}", "--", programs.ip, "-batch", "-"],
+            input="\n".join([
+                f"link add {link} type veth peer name {addressing.POD_INTERFACE} "
+                f"netns {holder.pid}",
+                f"link set {link} master {addressing.bridge_name(run_identifier)}",
+                f"link set {link} up",
+            ]) + "\n",
+            capture_output=True, text=True, check=False,
+        )
+        if result.returncode != 0:
+            raise NetworkSetupError(f"could not wire pod {entry.pod.name} to the bridge: "
+                                    f"{result.stderr.strip()}")
+        _run_batch(programs, holder, _pod_commands(entry), f"the network of pod {entry.pod.name}")
+        network_descriptor = _open_namespace(holder, "net")
+        try:
+            uts_descriptor = _open_namespace(holder, "uts")
+        except OSError:
+            os.close(network_descriptor)
+            raise
+        return PodNamespaces(network_descriptor, uts_descriptor)
+    finally:
+        _release(holder)

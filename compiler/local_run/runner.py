@@ -29,7 +29,13 @@ from .backoff import RestartBackoff
 from .console import Console
 from .filesystem_view import MountRequest
 from .identity import identity_of
-from .network import NetworkPrograms, NetworkSetupError, RunNetwork, create_network
+from .network import (
+    NetworkPrograms,
+    NetworkSetupError,
+    PodNamespaces,
+    RunNetwork,
+    create_network,
+)
 from .options import (
     EXIT_FAILED,
     EXIT_REFUSED,
@@ -102,6 +108,59 @@ def _container_prefix(pod: Pod, container: Container, is_init: bool) -> str:
     return f"{pod.name}/{container.name}"
 
 
+def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container: Container,
+                     pod: Pod, pod_volumes: volumes.PodVolumes) -> None:
+    """Write what `container_entry` needs to start `container` of `pod` in its namespaces."""
+    directory = workspace.container_directory(pod.name, container.name)
+    (directory / STAGING_DIRECTORY).mkdir(parents=True)
+    mounts = [*volumes.container_mounts(container, pod_volumes),
+              MountRequest(str(workspace.hosts_file(pod.name)), HOSTS_PATH, False)]
+    environment = {
+        "PATH": workspace.container_path_variable(),
+        "HOSTNAME": addressing.pod_hostname(pod),
+        **container.environment,
+    }
+    identity = identity_of(pod, container.name)
+    start = {
+        "runner_process": os.getpid(),
+        "network_namespace": namespaces.network,
+        "uts_namespace": namespaces.uts,
+        "staging_directory": str(directory / STAGING_DIRECTORY),
+        "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only}
+                   for m in mounts],
+        "working_directory": container.working_dir or "/",
+        "arguments": [*container.command, *container.args],
+        "environment": environment,
+        "user": identity.user,
+        "group": identity.group,
+        "groups": list(identity.groups),
+        "no_new_privileges": identity.no_new_privileges,
+        # The interpreter may live under a directory only root may enter (a home): the
+        # container's own view of those directories is made traversable.
+        "traversable": sorted({os.path.realpath(sys.executable), sys.prefix, sys.base_prefix}),
+    }
+    (directory / START_FILE).write_text(json.dumps(start), encoding="utf-8")
+
+
+def launch_container(workspace: Workspace, namespaces: PodNamespaces,
+                     run: ContainerRun) -> subprocess.Popen[bytes]:
+    """Start one container (from its start file) in a new session; its output on one pipe.
+
+    The caller's thread must outlive the container: the kernel kills the container's helper when
+    the thread that started it ends."""
+    start_file = workspace.container_directory(run.pod.name, run.container.name) / START_FILE
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", ENTRY_MODULE, str(start_file)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={},
+        cwd="/",
+        start_new_session=True,
+        pass_fds=(namespaces.network, namespaces.uts),
+    )
+
+
 class _Run:
     """One run in progress: what it created, so that all of it can be undone."""
 
@@ -159,53 +218,12 @@ class _Run:
 
     def _write_start_file(self, workspace: Workspace, network: RunNetwork, pod_run: PodRun,
                           run: ContainerRun, pod_volumes: volumes.PodVolumes) -> None:
-        pod, container = pod_run.pod, run.container
-        directory = workspace.container_directory(pod.name, container.name)
-        (directory / STAGING_DIRECTORY).mkdir(parents=True)
-        mounts = [*volumes.container_mounts(container, pod_volumes),
-                  MountRequest(str(workspace.hosts_file(pod.name)), HOSTS_PATH, False)]
-        environment = {
-            "PATH": workspace.container_path_variable(),
-            "HOSTNAME": addressing.pod_hostname(pod),
-            **container.environment,
-        }
-        namespaces = network.pods[pod.name]
-        identity = identity_of(pod, container.name)
-        start = {
-            "runner_process": os.getpid(),
-            "network_namespace": namespaces.network,
-            "uts_namespace": namespaces.uts,
-            "staging_directory": str(directory / STAGING_DIRECTORY),
-            "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only}
-                       for m in mounts],
-            "working_directory": container.working_dir or "/",
-            "arguments": [*container.command, *container.args],
-            "environment": environment,
-            "user": identity.user,
-            "group": identity.group,
-            "groups": list(identity.groups),
-            "no_new_privileges": identity.no_new_privileges,
-            # The interpreter may live under a directory only root may enter (a home): the
-            # container's own view of those directories is made traversable.
-            "traversable": sorted({os.path.realpath(sys.executable), sys.prefix,
-                                   sys.base_prefix}),
-        }
-        (directory / START_FILE).write_text(json.dumps(start), encoding="utf-8")
+        write_start_file(workspace, network.pods[pod_run.pod.name], run.container, pod_run.pod,
+                         pod_volumes)
 
     def _launch(self, run: ContainerRun) -> subprocess.Popen[bytes]:
         assert self.workspace is not None and self.network is not None
-        namespaces = self.network.pods[run.pod.name]
-        start_file = self.workspace.container_directory(run.pod.name, run.container.name)
-        return subprocess.Popen(
-            [sys.executable, "-P", "-m", ENTRY_MODULE, str(start_file / START_FILE)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={},
-            cwd="/",
-            start_new_session=True,
-            pass_fds=(namespaces.network, namespaces.uts),
-        )
+        return launch_container(self.workspace, self.network.pods[run.pod.name], run)
 
     def _announce(self, workspace: Workspace) -> None:
         version = ".".join(str(part) for part in sys.version_info[:3])

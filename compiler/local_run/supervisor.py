@@ -107,6 +107,7 @@ class Supervisor:
     options: LocalRunOptions
     wake: threading.Event = field(default_factory=threading.Event)
     clock: Callable[[], float] = time.monotonic
+    _started: float = 0.0
 
     def _all_runs(self) -> list[ContainerRun]:
         return [run for pod in self.pods for run in pod.runs()]
@@ -173,42 +174,53 @@ class Supervisor:
         return [pod.pod.name for pod in self.pods
                 if pod.pod.name in self.options.success_pods and not pod.succeeded()]
 
+    def begin(self) -> None:
+        """Schedule every pod's first start; `step` then starts them."""
+        self._started = self.clock()
+        for pod in self.pods:
+            self._schedule_pod_start(pod, self._started)
+
+    def step(self) -> Ending | None:
+        """One pass: collect exits, start what is due, judge success and the timeout."""
+        now = self.clock()
+        for pod in self.pods:
+            for run in pod.runs():
+                if run.process is not None and run.process.poll() is not None:
+                    ending = self._on_exit(pod, run, now)
+                    if ending is not None:
+                        return ending
+        for run in self._all_runs():
+            if run.start_at is not None and run.start_at <= now and run.process is None:
+                self._start(run)
+        stopped = [pod for pod in self.pods
+                   if pod.failure_marker is not None and pod.failure_marker.exists()]
+        for pod in stopped:
+            assert pod.failure_marker is not None
+            return Ending(FAILED, f"{pod.pod.name} stopped retrying (failurePolicy): "
+                                  f"{pod.failure_marker.read_text().strip()}")
+        if self.options.success_pods and not self._waiting_for():
+            names = ", ".join(self.options.success_pods)
+            return Ending(SUCCEEDED, f"training succeeded ({names})")
+        timeout = self.options.timeout_seconds
+        if timeout is not None and now - self._started >= timeout:
+            waiting = ", ".join(self._waiting_for())
+            reason = (f"still waiting for: {waiting}" if waiting
+                      else "no success pods were given")
+            return Ending(TIMED_OUT, f"timed out after {timeout:g} s before training "
+                                     f"succeeded ({reason})")
+        return None
+
     def run(self, interruption: Callable[[], int | None]) -> Ending:
         """Supervise until the run ends; `interruption` returns a signal number once signalled."""
-        started = self.clock()
-        for pod in self.pods:
-            self._schedule_pod_start(pod, started)
+        self.begin()
         while True:
             number = interruption()
             if number is not None:
                 return Ending(INTERRUPTED,
                               f"interrupted by {signal.Signals(number).name}; stopping the pods")
-            now = self.clock()
-            for pod in self.pods:
-                for run in pod.runs():
-                    if run.process is not None and run.process.poll() is not None:
-                        ending = self._on_exit(pod, run, now)
-                        if ending is not None:
-                            return ending
-            for run in self._all_runs():
-                if run.start_at is not None and run.start_at <= now and run.process is None:
-                    self._start(run)
-            stopped = [pod for pod in self.pods
-                       if pod.failure_marker is not None and pod.failure_marker.exists()]
-            for pod in stopped:
-                assert pod.failure_marker is not None
-                return Ending(FAILED, f"{pod.pod.name} stopped retrying (failurePolicy): "
-                                      f"{pod.failure_marker.read_text().strip()}")
-            if self.options.success_pods and not self._waiting_for():
-                names = ", ".join(self.options.success_pods)
-                return Ending(SUCCEEDED, f"training succeeded ({names})")
-            timeout = self.options.timeout_seconds
-            if timeout is not None and now - started >= timeout:
-                waiting = ", ".join(self._waiting_for())
-                reason = (f"still waiting for: {waiting}" if waiting
-                          else "no success pods were given")
-                return Ending(TIMED_OUT, f"timed out after {timeout:g} s before training "
-                                         f"succeeded ({reason})")
+            ending = self.step()
+            if ending is not None:
+                return ending
             self.wake.wait(POLL_SECONDS)
             self.wake.clear()
 

@@ -1,0 +1,78 @@
+"""`python -m tfcompile.compiler.node_agent`: run the local node until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tfcompile.compiler.local_run.console import Console
+from tfcompile.compiler.local_run.network import create_bridge
+from tfcompile.compiler.local_run.options import LocalRunOptions
+from tfcompile.compiler.local_run.preflight import find_programs
+from tfcompile.compiler.local_run.workspace import new_run_identifier
+
+from .agent import NodeAgent, node_directories
+from .api import ApiClient
+from .claims import ClaimProvisioner
+from .node import NodeRegistration, NodeShape, default_memory
+from .pod_runtime import NodeContext
+
+
+def _arguments(arguments: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tfcompile.compiler.node_agent",
+                                     description=__doc__)
+    parser.add_argument("--kubeconfig", type=Path, required=True,
+                        help="the node's own credentials (user system:node:NAME)")
+    parser.add_argument("--provisioner-kubeconfig", type=Path, required=True,
+                        help="credentials that may list claims and create volumes")
+    parser.add_argument("--node-name", required=True)
+    parser.add_argument("--directory", type=Path, required=True,
+                        help="where pods' files and claims' directories are kept")
+    parser.add_argument("--cpu", default="32", help="CPU capacity to advertise (default: 32)")
+    parser.add_argument("--memory", default=None,
+                        help="memory capacity to advertise (default: this machine's)")
+    parser.add_argument("--max-pods", type=int, default=110)
+    parser.add_argument("--backoff-seconds", type=float, default=10.0,
+                        help="first restart back-off, doubling up to 300 s (default: 10)")
+    return parser.parse_args(arguments)
+
+
+def main(arguments: list[str]) -> int:
+    options = _arguments(arguments)
+    if os.geteuid() != 0:
+        sys.stderr.write("node-agent: network and mount namespaces need root\n")
+        return 1
+    programs, missing = find_programs()
+    if programs is None:
+        sys.stderr.write("node-agent: " + "; ".join(missing) + "\n")
+        return 1
+    pods_directory, claims_directory = node_directories(options.directory)
+    pods_directory.mkdir(parents=True, exist_ok=True)
+    claims_directory.mkdir(parents=True, exist_ok=True)
+    identifier = new_run_identifier()
+    node_client = ApiClient.from_kubeconfig(options.kubeconfig)
+    provisioner_client = ApiClient.from_kubeconfig(options.provisioner_kubeconfig)
+    bridge = create_bridge(identifier, programs)
+    console = Console(sys.stdout)
+    node = NodeContext(
+        client=node_client, node_name=options.node_name, host_address="127.0.0.1",
+        bridge=bridge, run_identifier=identifier, programs=programs,
+        pods_directory=pods_directory, claims_directory=claims_directory, console=console,
+        options=LocalRunOptions(backoff_initial_seconds=options.backoff_seconds,
+                                maximum_grace_seconds=300.0),
+    )
+    shape = NodeShape(options.node_name, "127.0.0.1", options.cpu,
+                      options.memory or default_memory(), options.max_pods)
+    agent = NodeAgent(node, NodeRegistration(node_client, shape),
+                      ClaimProvisioner(provisioner_client, claims_directory, options.node_name))
+    try:
+        agent.run()
+    finally:
+        os.close(bridge)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
