@@ -171,7 +171,8 @@ def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> No
 
 def gate_overlay(job: Job, directory: Path) -> Path:
     """A Kustomize overlay that puts the revision gate in front of each role's training command,
-    as the launcher will (see `tfcompile.compiler.revision_gate`)."""
+    as the launcher will (see `tfcompile.compiler.revision_gate`); the pods already have their
+    revision in `TFCOMPILE_REVISION`."""
     directory.mkdir(exist_ok=True)
     patches = []
     for path in sorted(job.compiled.glob("statefulset-*.yaml")):
@@ -180,9 +181,8 @@ def gate_overlay(job: Job, directory: Path) -> Path:
         operations = [
             {"op": "replace", "path": "/spec/template/spec/containers/0/args",
              "value": gated_arguments(container["args"])},
-            {"op": "add", "path": "/spec/template/spec/containers/0/env/-",
-             "value": revision_variable()},
         ]
+        assert revision_variable() in container["env"]
         patches.append({"target": {"kind": "StatefulSet",
                                    "name": stateful_set["metadata"]["name"]},
                         "patch": json.dumps(operations)})
