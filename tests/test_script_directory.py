@@ -212,3 +212,19 @@ def test_a_package_needs_a_command(tmp_path: Path, run_cli: Callable[..., Result
     assert ("spec.script: names a folder, so there is no single file to run: set spec.command "
             "to run its entrypoint, for example command: [python, "
             "/opt/tfcompile/script/<entrypoint>.py]") in result.stderr
+
+
+def test_a_symlink_to_a_file_inside_the_repository_is_shipped_under_its_own_path(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    job = _repository(tmp_path)
+    shared = job.parents[2] / "shared"
+    shared.mkdir()
+    (shared / "common.py").write_text("VALUE = 3\n", encoding="utf-8")
+    (job.parent / "train" / "model" / "common.py").symlink_to(Path("../../../../shared/common.py"))
+    output = tmp_path / "output"
+    assert run_cli("build", str(job), "-o", str(output)).status == 0
+    [config_map] = output.glob("demo/configmap-demo-script-*.yaml")
+    assert "  model__common.py: |\n    VALUE = 3\n" in config_map.read_text(encoding="utf-8")
+    statefulset = (output / "demo" / "statefulset-demo-worker.yaml").read_text(encoding="utf-8")
+    assert "- key: model__common.py\n            path: model/common.py\n" in statefulset
