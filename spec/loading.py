@@ -36,7 +36,7 @@ from .problems import (
     hide_keys,
 )
 from .rules import check_rules
-from .scripts import Script, read_script
+from .scripts import Script, directory_command_problem, read_script
 from .secrets import find_literal_secrets
 from .yaml_limits import MAXIMUM_FILE_BYTES, check_tokens, describe_yaml_error
 
@@ -183,6 +183,12 @@ def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
     if job.spec.script is not None:
         script, script_problems = read_script(job.spec.script, path, shown)
         problems.extend(script_problems)
+        if script is not None:
+            command_problem = directory_command_problem(
+                script, job.spec.command is not None,
+                [name.value for name, role in job.spec.roles.defined() if role.command is None])
+            if command_problem is not None:
+                problems.append(command_problem)
     if problems:
         raise fail(problems)
     return LoadedJob(job=job, source=path, script=script, locations=locations)

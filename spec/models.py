@@ -372,7 +372,13 @@ class JobSpec(SpecModel):
     image: NonEmptyText
     command: list[NonEmptyText] | None = None
     args: list[Text] = Field(default_factory=list)
-    script: NonEmptyText | None = None
+    script: NonEmptyText | None = Field(
+        default=None,
+        description="A file, or a folder (a training package: every file, nested folders kept), "
+        "relative to the job file and inside its repository, shipped in a ConfigMap mounted at "
+        "/opt/tfcompile/script/. Without command a file runs as `python "
+        "/opt/tfcompile/script/<file>`; a folder needs command to name its entrypoint.",
+    )
     env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
     env_from: list[EnvironmentSource] = Field(default_factory=list)
     port: Annotated[StrictInt, Field(ge=1, le=65535)] = 2222

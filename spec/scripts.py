@@ -6,6 +6,11 @@ tfcompile: `/etc/hostname`, `../../.git/config` (where CI keeps its token), `/pr
 a device, or a symlink to any of them. The file must resolve, symlinks followed, to a regular file
 inside the job's repository and outside every `.git`; its size is checked before it is read, and
 its name must be a valid ConfigMap key. Each refusal is a problem at the `script:` value.
+
+`script:` may also name a folder (a training package): every file under it is shipped, each under
+the same rules, with a flat ConfigMap key per file (`/` becomes `__`, since a key holds no `/`)
+and its relative path kept for the volume's `items`. Nothing is skipped: what cannot be shipped
+is refused, naming its relative path (never its content).
 """
 
 from __future__ import annotations
@@ -27,12 +32,30 @@ GIT_DIRECTORY = ".git"
 WHERE = ("spec", "script")
 
 
+KEY_SEPARATOR = "__"
+"""What stands for `/` in the ConfigMap key of a file in a nested folder of a script folder."""
+
+
+@dataclass(frozen=True)
+class ScriptFile:
+    """One shipped file: its ConfigMap key, its path under the mount, and its text."""
+
+    key: str
+    path: str
+    text: str
+
+
 @dataclass(frozen=True)
 class Script:
-    """The training script shipped in a ConfigMap."""
+    """The training script (one file, or every file of a folder) shipped in a ConfigMap."""
 
-    file_name: str
-    text: str
+    files: tuple[ScriptFile, ...]
+    directory: bool = False
+
+    @property
+    def file_name(self) -> str:
+        """The one file's name (a single-file script)."""
+        return self.files[0].key
 
 
 def repository_root(job_file: Path) -> Path:
@@ -68,10 +91,6 @@ def read_script(written: str, job_file: Path, shown_job: str) -> tuple[Script | 
                               "absolute path is refused): the script must be inside the job's "
                               "repository")]
     candidate = job_file.parent / written
-    name = candidate.name
-    problem = config_map_key_problem(name) if name else "must name a file, not a folder"
-    if problem is not None:
-        return None, [Problem(WHERE, problem)]
     root = repository_root(job_file)
     real = Path(os.path.realpath(candidate))
     inside = _relative_inside(real, root)
@@ -82,7 +101,16 @@ def read_script(written: str, job_file: Path, shown_job: str) -> tuple[Script | 
     if any(part.casefold() == GIT_DIRECTORY for part in inside.parts):
         return None, [Problem(WHERE, "is inside .git, which is never shipped; give a script "
                               "of the working tree")]
-    return _read_regular_file(real, candidate, name)
+    if os.path.isdir(real):
+        return _read_directory(real, root, candidate)
+    name = candidate.name
+    problem = config_map_key_problem(name) if name else "must name a file or a folder"
+    if problem is not None:
+        return None, [Problem(WHERE, problem)]
+    content, problems = _read_regular_file(real, candidate)
+    if content is None:
+        return None, problems
+    return Script(files=(ScriptFile(key=name, path=name, text=content),)), []
 
 
 def _relative_inside(real: Path, root: Path) -> Path | None:
@@ -92,9 +120,12 @@ def _relative_inside(real: Path, root: Path) -> Path | None:
         return None
 
 
-def _read_regular_file(real: Path, given: Path, name: str) -> tuple[Script | None,
-                                                                    list[Problem]]:
+def _read_regular_file(real: Path, given: Path,
+                       shown_relative: str = "") -> tuple[str | None, list[Problem]]:
+    """The UTF-8 text of the regular file `real`, or why not (`shown_relative`: its path in a
+    script folder, named in the problem)."""
     shown = display_path(given)
+    where = f"{shown_relative} " if shown_relative else ""
     try:
         before = os.lstat(real)
     except FileNotFoundError:
@@ -103,8 +134,8 @@ def _read_regular_file(real: Path, given: Path, name: str) -> tuple[Script | Non
     except OSError as error:
         raise UnreadableInput("cannot read the script", shown, error) from None
     if not stat.S_ISREG(before.st_mode):
-        return None, [Problem(WHERE, "is not a regular file (a folder, device, FIFO, socket or "
-                              "broken symlink); give a file")]
+        return None, [Problem(WHERE, f"{where}is not a regular file (a folder, device, FIFO, "
+                              "socket or broken symlink); give a file")]
     if before.st_size > MAXIMUM_SCRIPT_BYTES:
         return None, [_too_big(before.st_size)]
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -117,7 +148,8 @@ def _read_regular_file(real: Path, given: Path, name: str) -> tuple[Script | Non
         if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino) or not (
             stat.S_ISREG(opened.st_mode)
         ):
-            return None, [Problem(WHERE, "changed while it was read; run tfcompile again")]
+            return None, [Problem(WHERE, f"{where}changed while it was read; run tfcompile "
+                                  "again")]
         try:
             content = handle.read(MAXIMUM_SCRIPT_BYTES + 1)
         except OSError as error:
@@ -127,10 +159,131 @@ def _read_regular_file(real: Path, given: Path, name: str) -> tuple[Script | Non
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError:
-        return None, [Problem(WHERE, "the script is not UTF-8 text")]
-    return Script(file_name=name, text=text), []
+        return None, [Problem(WHERE, f"{where or 'the script '}is not UTF-8 text")]
+    return text, []
 
 
 def _too_big(size: int) -> Problem:
     return Problem(WHERE, f"the script is {size} bytes; a ConfigMap holds at most "
                    f"{MAXIMUM_SCRIPT_BYTES} here: ship it in the image instead")
+
+
+@dataclass(frozen=True)
+class _Found:
+    """A regular file found under a script folder, before it is read."""
+
+    relative: str
+    real: Path
+    given: Path
+    size: int
+
+
+def _read_directory(real: Path, root: Path, given: Path) -> tuple[Script | None, list[Problem]]:
+    """Every file under the folder `real`, each under the rules of a single script, or every
+    problem at once. Sizes are summed from `lstat` before anything is read."""
+    found: list[_Found] = []
+    problems: list[Problem] = []
+    _walk(real, root, given, "", found, problems)
+    if not found and not problems:
+        problems.append(Problem(WHERE, "names a folder that holds no files; give a folder with "
+                                "the training code"))
+    keys: dict[str, str] = {}
+    for file in found:
+        key = file.relative.replace("/", KEY_SEPARATOR)
+        if config_map_key_problem(key) is not None:
+            problems.append(Problem(WHERE, f"{file.relative}: the name (with '/' as "
+                                    f"'{KEY_SEPARATOR}') is not a valid ConfigMap key: "
+                                    "letters, digits, '-', '_' and '.', at most "
+                                    f"{MAXIMUM_CONFIG_MAP_KEY} characters, not starting with "
+                                    "'..'; rename it"))
+        elif key in keys:
+            problems.append(Problem(WHERE, f"{keys[key]} and {file.relative} would share the "
+                                    f"ConfigMap key {key} ('/' becomes '{KEY_SEPARATOR}'); "
+                                    "rename one"))
+        else:
+            keys[key] = file.relative
+    if problems:
+        return None, problems
+    total = sum(file.size + len(file.relative.replace("/", KEY_SEPARATOR).encode())
+                for file in found)
+    if total > MAXIMUM_SCRIPT_BYTES:
+        return None, [_folder_too_big(total, len(found))]
+    files: list[ScriptFile] = []
+    for file in found:
+        text, read_problems = _read_regular_file(file.real, file.given, file.relative)
+        if text is None:
+            problems.extend(read_problems)
+            continue
+        files.append(ScriptFile(key=file.relative.replace("/", KEY_SEPARATOR),
+                                path=file.relative, text=text))
+    if problems:
+        return None, problems
+    total = sum(len(item.key.encode()) + len(item.text.encode()) for item in files)
+    if total > MAXIMUM_SCRIPT_BYTES:
+        return None, [_folder_too_big(total, len(files))]
+    return Script(files=tuple(sorted(files, key=lambda item: item.key)), directory=True), []
+
+
+def _walk(folder: Path, root: Path, given: Path, prefix: str, found: list[_Found],
+          problems: list[Problem]) -> None:
+    """Collect the regular files under `folder` (already inside `root`), refusing the rest."""
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as error:
+        raise UnreadableInput("cannot read the script folder", display_path(given),
+                              error) from None
+    for name in names:
+        relative = f"{prefix}{name}"
+        path, shown = folder / name, given / name
+        if name.casefold() == GIT_DIRECTORY:
+            problems.append(Problem(WHERE, f"{relative}: .git is never shipped; keep the "
+                                    "training code in a folder without it"))
+            continue
+        try:
+            status = os.lstat(path)
+        except OSError as error:
+            raise UnreadableInput("cannot read the script", display_path(shown), error) from None
+        if stat.S_ISDIR(status.st_mode):
+            _walk(path, root, shown, f"{relative}/", found, problems)
+            continue
+        target = path
+        if stat.S_ISLNK(status.st_mode):
+            target = Path(os.path.realpath(path))
+            inside = _relative_inside(target, root)
+            if inside is None or any(
+                    part.casefold() == GIT_DIRECTORY for part in inside.parts):
+                problems.append(Problem(WHERE, f"{relative}: a symlink out of the job's "
+                                        "repository (or into .git); keep every file inside it"))
+                continue
+            try:
+                status = os.stat(target)
+            except OSError:
+                problems.append(Problem(WHERE, f"{relative}: a broken symlink; remove it"))
+                continue
+            if stat.S_ISDIR(status.st_mode):
+                problems.append(Problem(WHERE, f"{relative}: a symlink to a folder is not "
+                                        "followed; put the files themselves in the folder"))
+                continue
+        if not stat.S_ISREG(status.st_mode):
+            problems.append(Problem(WHERE, f"{relative}: not a regular file (a device, FIFO or "
+                                    "socket); remove it from the folder"))
+            continue
+        found.append(_Found(relative=relative, real=target, given=shown, size=status.st_size))
+
+
+def _folder_too_big(total: int, count: int) -> Problem:
+    return Problem(WHERE, f"the folder's {count} files and their keys are {total} bytes; a "
+                   f"ConfigMap holds at most {MAXIMUM_SCRIPT_BYTES} here: ship the rest in the "
+                   "image instead")
+
+
+def directory_command_problem(script: Script, job_command_given: bool,
+                              roles_without_command: list[str]) -> Problem | None:
+    """A script folder has no single file to run: `command` must say which (the job's, or
+    every role's own)."""
+    if not script.directory or job_command_given or not roles_without_command:
+        return None
+    return Problem(WHERE, "names a folder, so there is no single file to run: set spec.command "
+                   "to run its entrypoint, for example command: [python, "
+                   "/opt/tfcompile/script/<entrypoint>.py] (or a command for role "
+                   f"{', '.join(roles_without_command)})")

@@ -120,7 +120,7 @@ REFUSALS = [
             _symlink("null.py", lambda layout: "/dev/null")),
     Refusal("a nested .git file (worktree or submodule)", "sub/.git", "is inside .git",
             _git_file_worktree),
-    Refusal("a folder", "folder", "is not a regular file",
+    Refusal("an empty folder", "folder", "holds no files",
             lambda layout: (layout.job_folder / "folder").mkdir()),
     Refusal("a FIFO (would block a read)", "pipe.py", "is not a regular file", _fifo),
     Refusal("a broken symlink", "dangling.py", "no such file",
@@ -137,7 +137,7 @@ REFUSALS = [
             _named("trainé.py")),
     Refusal("a name longer than 253 characters", "a" * 251 + ".py",
             "not a valid ConfigMap key", _named("a" * 251 + ".py")),
-    Refusal("the folder itself", "'.'", "must name a file"),
+    Refusal("a folder without a command", "'.'", "no single file to run"),
 ]
 
 

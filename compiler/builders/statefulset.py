@@ -30,6 +30,7 @@ from .pod_security import (
     settle_token,
 )
 from .pod_template import merge_maps, merge_pod_template
+from .script import script_volume_source
 from .service import PORT_NAME
 from .storage import claim_name
 
@@ -46,7 +47,7 @@ def training_command(job: TrainingJob, role: Role, script: Script | None) -> lis
     if job.spec.command is not None:
         command = list(job.spec.command)
     else:
-        assert script is not None
+        assert script is not None and not script.directory
         command = ["python", f"{launcher.SCRIPT_DIRECTORY}/{script.file_name}"]
     arguments = role.args if role.args is not None else job.spec.args
     return [*command, *arguments]
@@ -119,7 +120,8 @@ def _volumes(
     if script_map is not None and script is not None:
         mounts.append({"name": launcher.SCRIPT_VOLUME, "mountPath": launcher.SCRIPT_DIRECTORY,
                        "readOnly": True})
-        volumes.append({"name": launcher.SCRIPT_VOLUME, "configMap": {"name": script_map}})
+        volumes.append({"name": launcher.SCRIPT_VOLUME,
+                        "configMap": script_volume_source(script, script_map)})
     mounts.append({"name": launcher.STATE_VOLUME, "mountPath": launcher.STATE_DIRECTORY})
     volumes.append({"name": launcher.STATE_VOLUME, "emptyDir": {}})
     mounts.append({"name": HOME_VOLUME, "mountPath": HOME_DIRECTORY})
