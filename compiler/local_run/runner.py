@@ -108,6 +108,17 @@ def _container_prefix(pod: Pod, container: Container, is_init: bool) -> str:
     return f"{pod.name}/{container.name}"
 
 
+def interpreter_mounts(mounts: list[MountRequest]) -> list[MountRequest]:
+    """The interpreter's own environment, bound again (read-only) where a volume would hide it:
+    a virtualenv under /tmp disappears below the pod's /tmp emptyDir otherwise. Mounts are made
+    shallowest first, so these land on top."""
+    covered = []
+    for path in sorted({sys.prefix, sys.base_prefix}):
+        if any(path.startswith(mount.target.rstrip("/") + "/") for mount in mounts):
+            covered.append(MountRequest(path, path, True))
+    return covered
+
+
 def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container: Container,
                      pod: Pod, pod_volumes: volumes.PodVolumes) -> None:
     """Write what `container_entry` needs to start `container` of `pod` in its namespaces."""
@@ -115,6 +126,7 @@ def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container:
     (directory / STAGING_DIRECTORY).mkdir(parents=True)
     mounts = [*volumes.container_mounts(container, pod_volumes),
               MountRequest(str(workspace.hosts_file(pod.name)), HOSTS_PATH, False)]
+    mounts.extend(interpreter_mounts(mounts))
     environment = {
         "PATH": workspace.container_path_variable(),
         "HOSTNAME": addressing.pod_hostname(pod),
