@@ -30,8 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-REVISION_ANNOTATION = "tfcompile.dev/revision"
-REVISION_VARIABLE = "TFCOMPILE_REVISION"
+from tfcompile.spec.rules import REVISION_VARIABLE
+
+from .labels import REVISION_ANNOTATION
+
 REVISION_PORT = 2223
 PORT_NAME = "tfjob-revision"
 CHECK_SECONDS = 2.0

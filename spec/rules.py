@@ -14,6 +14,9 @@ from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
 from .pod_rules import check_kubernetes_fields
 from .problems import Problem
 
+REVISION_VARIABLE = "TFCOMPILE_REVISION"
+"""The pod's revision, which the launcher and the revision gate read."""
+
 RESERVED_ENVIRONMENT = (
     "TASK_INDEX",
     "JOB_NAME",
@@ -23,7 +26,7 @@ RESERVED_ENVIRONMENT = (
     "PS_HOSTS",
     "WORKER_HOSTS",
     "TF_CONFIG",
-    "TFCOMPILE_REVISION",
+    REVISION_VARIABLE,
 )
 """Variables tfcompile sets in every TensorFlow container."""
 

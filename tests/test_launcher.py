@@ -22,6 +22,7 @@ from typing import Any
 from tfcompile.compiler import launcher
 from tfcompile.compiler.builders.launcher import launcher_data, launcher_settings
 from tfcompile.spec.loading import load_jobs
+from tfcompile.spec.rules import REVISION_VARIABLE
 
 JOB = """\
 apiVersion: tfcompile.dev/v1alpha1
@@ -85,6 +86,8 @@ def test_the_program_has_no_dollar_and_is_valid_python(tmp_path: Path) -> None:
         assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
     (tmp_path / "launcher.py").write_text(launcher.PROGRAM)
     py_compile.compile(str(tmp_path / "launcher.py"), doraise=True)
+    # The program is fixed text; it must read the variable the StatefulSets set.
+    assert f'os.environ.get("{REVISION_VARIABLE}")' in launcher.PROGRAM
 
 
 def load_jobs_text(tmp_path: Path) -> Any:

@@ -17,6 +17,7 @@ from ..labels import (
     role_selector,
 )
 from ..names import launcher_account_name, role_name
+from ..revision_gate import revision_variable
 from ..topology import environment
 from .gang import gang_template
 from .metadata import object_metadata, template_metadata
@@ -142,12 +143,6 @@ def _volumes(
     return mounts, volumes
 
 
-def _revision_variable() -> dict[str, Any]:
-    """The pod's revision, for the launcher's record of success and failure."""
-    return {"name": launcher.REVISION_VARIABLE, "valueFrom": {"fieldRef": {
-        "fieldPath": f"metadata.annotations['{REVISION_ANNOTATION}']"}}}
-
-
 def statefulset(
     job: TrainingJob,
     role_key: RoleName,
@@ -176,7 +171,7 @@ def statefulset(
         container["envFrom"] = sources
     home = [] if "HOME" in {**job.spec.env, **role.env} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
-    container["env"] = [*environment(job, role_key), _revision_variable(), *home,
+    container["env"] = [*environment(job, role_key), revision_variable(), *home,
                         *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"}]
     resources = _resources(role)
