@@ -11,7 +11,8 @@ Names of links carry the run's identifier (six hexadecimal digits) and stay with
 The hosts file answers every pod's DNS names as cluster DNS would for a pod of a headless
 Service: `pod.service`, `pod.service.namespace`, `pod.service.namespace.svc` and
 `pod.service.namespace.svc.<cluster domain>` (namespace `default` when the pod has none), plus the
-pod's own hostname, laid out like the kubelet's managed hosts file.
+pod's own hostname, laid out like the kubelet's managed hosts file. A run that gives its pods a
+Service (the local node gives them the API server) adds its names.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from dataclasses import dataclass
 from tfcompile.compiler.rendering.pods import Pod
 
 NETWORK = ipaddress.IPv4Network("10.244.0.0/16")
+# The first address is the bridge's own when the run gives its pods a way to a service (the
+# local node's way to the API server); pods start at the second.
+GATEWAY = NETWORK.network_address + 1
 FIRST_HOST_OFFSET = 2
 MAXIMUM_PODS = NETWORK.num_addresses - FIRST_HOST_OFFSET - 1
 MAXIMUM_LINK_NAME = 15
@@ -86,8 +90,9 @@ def dns_names(pod: Pod, cluster_domain: str) -> list[str]:
     ]
 
 
-def hosts_file(own: PodAddress, everyone: Sequence[PodAddress], cluster_domain: str) -> str:
-    """The /etc/hosts that pod `own` sees."""
+def hosts_file(own: PodAddress, everyone: Sequence[PodAddress], cluster_domain: str,
+               services: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
+    """The /etc/hosts that pod `own` sees; `services` adds an address and its names each."""
     lines = [
         "# Hosts file of a tfcompile local run: the kubelet's, plus every pod's DNS names.",
         "127.0.0.1\tlocalhost",
@@ -103,4 +108,5 @@ def hosts_file(own: PodAddress, everyone: Sequence[PodAddress], cluster_domain: 
             names.append(own.hostname)
         if names:
             lines.append(f"{entry.address}\t" + " ".join(names))
+    lines += [f"{address}\t" + " ".join(names) for address, names in services if names]
     return "\n".join(lines) + "\n"

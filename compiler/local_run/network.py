@@ -2,9 +2,11 @@
 
 Nothing is added to the host's network: the bridge lives in a namespace of the run, each veth pair
 is created inside that namespace with its peer placed directly in the pod's namespace, and no
-namespace gets a route beyond the run's range (see `addressing`). All namespaces are anonymous and
-held only by open file descriptors of the runner (and later by the pods' processes), so closing
-`RunNetwork` and ending the pods frees every namespace, link and address at once.
+namespace gets a route beyond the run's range (see `addressing`), except to addresses the run puts
+on its own bridge (`add_service_addresses`: the local node's way to the API server). All
+namespaces are anonymous and held only by open file descriptors of the runner (and later by the
+pods' processes), so closing `RunNetwork` and ending the pods frees every namespace, link and
+address at once.
 """
 
 from __future__ import annotations
@@ -130,12 +132,14 @@ def _bridge_commands(run_identifier: str, plan: Sequence[PodAddress],
     return commands
 
 
-def _pod_commands(entry: PodAddress) -> list[str]:
+def _pod_commands(entry: PodAddress, service_addresses: Sequence[str] = ()) -> list[str]:
     interface = addressing.POD_INTERFACE
     return [
         "link set lo up",
         f"address add {entry.address}/{addressing.NETWORK.prefixlen} dev {interface}",
         f"link set {interface} up",
+        *(f"route add {address}/32 via {addressing.GATEWAY} dev {interface}"
+          for address in service_addresses),
     ]
 
 
@@ -191,32 +195,52 @@ def create_bridge(run_identifier: str, programs: NetworkPrograms) -> int:
         _release(holder)
 
 
+def _nsenter_batch(programs: NetworkPrograms, namespace: int, commands: Sequence[str],
+                   what: str) -> None:
+    """Run `ip -batch` inside the network namespace open as descriptor `namespace`."""
+    result = subprocess.run(
+        [programs.nsenter, f"--net=/proc/{os.getpid()}/fd/{namespace}", "--", programs.ip,
+         "-batch", "-"],
+        input="\n".join(commands) + "\n", capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise NetworkSetupError(f"could not {what}: {result.stderr.strip()}")
+
+
+def add_service_addresses(bridge: int, run_identifier: str, service_addresses: Sequence[str],
+                          programs: NetworkPrograms) -> None:
+    """Give the bridge (in namespace `bridge`) the gateway address and `service_addresses`.
+
+    Something listening on a service address inside the bridge's namespace is then what pods
+    reach there (through the route `add_pod_network` gives them); nothing routes further.
+    """
+    bridge_link = addressing.bridge_name(run_identifier)
+    _nsenter_batch(programs, bridge, [
+        f"address add {addressing.GATEWAY}/{addressing.NETWORK.prefixlen} dev {bridge_link}",
+        *(f"address add {address}/32 dev {bridge_link}" for address in service_addresses),
+    ], "give the bridge its addresses")
+
+
 def add_pod_network(bridge: int, run_identifier: str, entry: PodAddress,
-                    programs: NetworkPrograms) -> PodNamespaces:
+                    programs: NetworkPrograms,
+                    service_addresses: Sequence[str] = ()) -> PodNamespaces:
     """New network and UTS namespaces for one pod, wired to the bridge in namespace `bridge`.
 
     The veth pair is made inside the bridge's namespace with its peer placed in the pod's; when
     the pod's namespace is freed (its descriptors closed, its processes gone) the pair goes too.
+    Each of `service_addresses` (see `add_service_addresses`) gets a route through the gateway.
     """
     holder = _start_holder(entry.hostname)
     try:
         _wait_ready(holder)
         link = addressing.bridge_side_link_name(run_identifier, entry.position)
-        bridge_namespace = f"/proc/{os.getpid()}/fd/{bridge}"
-        result = subprocess.run(
-            [programs.nsenter, f"--net={bridge_namespace}", "--", programs.ip, "-batch", "-"],
-            input="\n".join([
-                f"link add {link} type veth peer name {addressing.POD_INTERFACE} "
-                f"netns {holder.pid}",
-                f"link set {link} master {addressing.bridge_name(run_identifier)}",
-                f"link set {link} up",
-            ]) + "\n",
-            capture_output=True, text=True, check=False,
-        )
-        if result.returncode != 0:
-            raise NetworkSetupError(f"could not wire pod {entry.pod.name} to the bridge: "
-                                    f"{result.stderr.strip()}")
-        _run_batch(programs, holder, _pod_commands(entry), f"the network of pod {entry.pod.name}")
+        _nsenter_batch(programs, bridge, [
+            f"link add {link} type veth peer name {addressing.POD_INTERFACE} netns {holder.pid}",
+            f"link set {link} master {addressing.bridge_name(run_identifier)}",
+            f"link set {link} up",
+        ], f"wire pod {entry.pod.name} to the bridge")
+        _run_batch(programs, holder, _pod_commands(entry, service_addresses),
+                   f"the network of pod {entry.pod.name}")
         network_descriptor = _open_namespace(holder, "net")
         try:
             uts_descriptor = _open_namespace(holder, "uts")

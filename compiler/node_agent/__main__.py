@@ -15,6 +15,7 @@ from tfcompile.compiler.local_run.workspace import new_run_identifier
 
 from .agent import NodeAgent, node_directories
 from .api import ApiClient
+from .api_service import ApiServiceAccess, find_api_service, provide_api_service
 from .claims import ClaimProvisioner
 from .node import NodeRegistration, NodeShape, default_memory
 from .pod_runtime import NodeContext
@@ -56,20 +57,33 @@ def main(arguments: list[str]) -> int:
     provisioner_client = ApiClient.from_kubeconfig(options.provisioner_kubeconfig)
     bridge = create_bridge(identifier, programs)
     console = Console(sys.stdout)
-    node = NodeContext(
-        client=node_client, node_name=options.node_name, host_address="127.0.0.1",
-        bridge=bridge, run_identifier=identifier, programs=programs,
-        pods_directory=pods_directory, claims_directory=claims_directory, console=console,
-        options=LocalRunOptions(backoff_initial_seconds=options.backoff_seconds,
-                                maximum_grace_seconds=300.0),
-    )
-    shape = NodeShape(options.node_name, "127.0.0.1", options.cpu,
-                      options.memory or default_memory(), options.max_pods)
-    agent = NodeAgent(node, NodeRegistration(node_client, shape),
-                      ClaimProvisioner(provisioner_client, claims_directory, options.node_name))
+    access: ApiServiceAccess | None = None
     try:
+        service = find_api_service(node_client)
+        if service is None:
+            console.plain("node-agent: no `kubernetes` Service in namespace default: the pods "
+                          "get no way to the API server")
+        else:
+            access = provide_api_service(node_client, service, bridge, identifier, programs)
+            console.plain(f"node-agent: pods reach the API server at {service.cluster_ip} "
+                          f"(kubernetes.default.svc), relayed to {node_client.server}")
+        node = NodeContext(
+            client=node_client, node_name=options.node_name, host_address="127.0.0.1",
+            bridge=bridge, run_identifier=identifier, programs=programs,
+            pods_directory=pods_directory, claims_directory=claims_directory, console=console,
+            options=LocalRunOptions(backoff_initial_seconds=options.backoff_seconds,
+                                    maximum_grace_seconds=300.0),
+            api_service=service if access is not None else None,
+        )
+        shape = NodeShape(options.node_name, "127.0.0.1", options.cpu,
+                          options.memory or default_memory(), options.max_pods)
+        agent = NodeAgent(node, NodeRegistration(node_client, shape),
+                          ClaimProvisioner(provisioner_client, claims_directory,
+                                           options.node_name))
         agent.run()
     finally:
+        if access is not None:
+            access.close()
         os.close(bridge)
     return 0
 

@@ -7,7 +7,8 @@ pod object with grace 0 as the kubelet confirms) and patch each pod's status whe
 Every pod gets its own network and UTS namespaces on one bridge of the agent's, with an address
 from 10.244.0.0/16 that stays the same for a pod name while the agent runs (a recreated
 StatefulSet pod comes back at its old address), and a hosts file answering the DNS names of every
-pod of its namespace on this node (`<pod>.<service>`...), rewritten in place as pods come and go.
+pod of its namespace on this node (`<pod>.<service>`...), rewritten in place as pods come and go,
+and those of the `kubernetes` Service, which the agent relays to the API server (`api_service`).
 
 On SIGTERM or SIGINT the agent stops every pod it runs, frees their namespaces and deletes their
 files; the bridge namespace is held only by the agent, so it goes when the agent ends.
@@ -118,9 +119,10 @@ class NodeAgent:
             runtime.begin_stop(0.0)
             if runtime.stopped:
                 self._forget(runtime)
+        # Before the steps start new containers: a new pod's names resolve from its first start.
+        self._write_hosts_files()
         for runtime in list(self.runtimes.values()):
             runtime.step()
-        self._write_hosts_files()
         for runtime in list(self.runtimes.values()):
             if runtime.uid in present and runtime.stopper is None:
                 self._report(runtime)
@@ -193,7 +195,10 @@ class NodeAgent:
             everyone = [other.address for other in running
                         if other.namespace == runtime.namespace and other.address is not None]
             domain = self.node.options.cluster_domain
-            text = addressing.hosts_file(runtime.address, everyone, domain)
+            service = self.node.api_service
+            services = [] if service is None else [
+                (service.cluster_ip, service.host_names(runtime.namespace, domain))]
+            text = addressing.hosts_file(runtime.address, everyone, domain, services)
             if self._hosts_written.get(runtime.uid) != text:
                 # In place, not by rename: the file is bind-mounted into the pod's containers.
                 runtime.workspace.hosts_file(runtime.name).write_text(text, encoding="utf-8")

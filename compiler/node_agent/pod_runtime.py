@@ -34,6 +34,7 @@ from tfcompile.compiler.rendering.pods import POD_INDEX_LABEL, Container, Pod, p
 
 from . import projected
 from .api import ApiClient
+from .api_service import ApiService
 from .sources import NotReadyYet, check_claims, fetch_sources
 
 # A node restarts containers for as long as the pod exists.
@@ -69,10 +70,17 @@ class NodeContext:
     claims_directory: Path
     console: Console
     options: LocalRunOptions
+    api_service: ApiService | None = None  # None: the pods have no way to the API server
+
+    def service_environment(self) -> dict[str, str]:
+        return dict(self.api_service.environment) if self.api_service else {}
+
+    def service_addresses(self) -> list[str]:
+        return [self.api_service.cluster_ip] if self.api_service else []
 
 
 def _rendering_pod(api_pod: dict[str, Any], runtime_fields: dict[str, str],
-                   sources: Any) -> Pod:
+                   sources: Any, service_environment: dict[str, str]) -> Pod:
     metadata, spec = api_pod["metadata"], api_pod["spec"]
     labels = {str(k): str(v) for k, v in (metadata.get("labels") or {}).items()}
     owners = metadata.get("ownerReferences") or [{}]
@@ -89,6 +97,7 @@ def _rendering_pod(api_pod: dict[str, Any], runtime_fields: dict[str, str],
         subdomain=spec.get("subdomain") or None,
         sources=sources,
         runtime_fields=runtime_fields,
+        service_environment=service_environment,
     )
 
 
@@ -144,7 +153,7 @@ class PodRuntime:
             "status.podIP": ip, "status.podIPs": ip, "spec.nodeName": node.node_name,
             "metadata.uid": self.uid, "status.hostIP": node.host_address,
             "status.hostIPs": node.host_address,
-        }, sources.environment_sources())
+        }, sources.environment_sources(), node.service_environment())
         problems = unresolved_reference_problems([pod])
         if problems:
             self.waiting_reason = "CreateContainerConfigError"
@@ -157,7 +166,7 @@ class PodRuntime:
             self.workspace.pod_directory(pod.name).mkdir(parents=True, exist_ok=True)
             self.workspace.hosts_file(pod.name).write_text("", encoding="utf-8")
             self.namespaces = add_pod_network(node.bridge, node.run_identifier, self.address,
-                                              node.programs)
+                                              node.programs, node.service_addresses())
             for container in [*pod.init_containers, *pod.containers]:
                 write_start_file(self.workspace, self.namespaces, container, pod, pod_volumes)
         except BaseException:

@@ -228,6 +228,42 @@ def build_environment(
     return ContainerEnvironment(variables=variables, unresolved=unresolved, skipped_names=skipped)
 
 
+def service_link_variables(service: Mapping[str, Any]) -> dict[str, str]:
+    """The variables the kubelet gives every container for one Service (its `FromServices`).
+
+    For the `kubernetes` Service of namespace `default` every pod gets them, `enableServiceLinks`
+    or not: `KUBERNETES_SERVICE_HOST`, `KUBERNETES_SERVICE_PORT` (the first port),
+    `KUBERNETES_SERVICE_PORT_<NAME>` per named port, and the Docker-link style `KUBERNETES_PORT`
+    and `KUBERNETES_PORT_<port>_<PROTOCOL>[_PROTO|_PORT|_ADDR]`. A Service without a cluster IP
+    (headless) gives none.
+    """
+    metadata, spec = service.get("metadata") or {}, service.get("spec") or {}
+    address = str(spec.get("clusterIP") or "")
+    ports = spec.get("ports") or []
+    if address in ("", "None") or not ports:
+        return {}
+    prefix = str(metadata.get("name", "")).replace("-", "_").upper()
+    variables = {f"{prefix}_SERVICE_HOST": address,
+                 f"{prefix}_SERVICE_PORT": str(int(ports[0]["port"]))}
+    for port in ports:
+        if port.get("name"):
+            name = str(port["name"]).replace("-", "_").upper()
+            variables[f"{prefix}_SERVICE_PORT_{name}"] = str(int(port["port"]))
+    host = f"[{address}]" if ":" in address else address
+    for position, port in enumerate(ports):
+        protocol = str(port.get("protocol") or "TCP")
+        number = int(port["port"])
+        url = f"{protocol.lower()}://{host}:{number}"
+        if position == 0:
+            variables[f"{prefix}_PORT"] = url
+        port_prefix = f"{prefix}_PORT_{number}_{protocol.upper()}"
+        variables[port_prefix] = url
+        variables[f"{port_prefix}_PROTO"] = protocol.lower()
+        variables[f"{port_prefix}_PORT"] = str(number)
+        variables[f"{port_prefix}_ADDR"] = address
+    return variables
+
+
 def expand_arguments(arguments: Sequence[Any] | None, environment: Mapping[str, str]) -> list[str]:
     """`command` or `args` as the kubelet passes them: each item expanded with the final env."""
     return [expand(str(argument), environment) for argument in arguments or []]

@@ -180,9 +180,14 @@ def fresh_namespace(node: LocalNode) -> str:
     return name
 
 
-def remove_namespace(node: LocalNode, namespace: str, job: Job) -> None:
+def job_pod_names(job: Job) -> list[str]:
+    """Names the job's pods may have (every role, up to four tasks each)."""
+    return [job.pod(role, index) for role in ("chief", "worker", "ps", "evaluator")
+            for index in range(4)]
+
+
+def remove_namespace(node: LocalNode, namespace: str, *jobs: Job) -> None:
     """Delete the namespace and wait until its pods' processes are gone."""
     node.kubectl("delete", "namespace", namespace, "--wait=false")
     wait_for("the namespace's pods to stop", lambda: not any(
-        processes_of_pod(f"{job.name}-{role}-{index}") for role in ("worker", "chief", "ps")
-        for index in range(4)), 180)
+        processes_of_pod(name) for job in jobs for name in job_pod_names(job)), 180)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tests.cluster.local_node import (
     build,
     copy_example,
     fresh_namespace,
+    job_pod_names,
     processes_of_pod,
     remove_namespace,
     start_local_node,
@@ -71,22 +73,44 @@ def pods(node: LocalNode, namespace: str) -> dict[str, Any]:
     return {pod["metadata"]["name"]: pod for pod in node.get("pods", "-n", namespace)["items"]}
 
 
-def test_mnist_trains_under_the_statefulset_controller(node: LocalNode, tmp_path: Path) -> None:
+def state_records(node: LocalNode, namespace: str, job: Job) -> dict[str, str]:
+    """What the job's launchers recorded in its state ConfigMap (task: outcome revision ...)."""
+    state = node.get("configmap", f"{job.name}-state", "-n", namespace)
+    return dict(state.get("data") or {})
+
+
+def replicas(node: LocalNode, namespace: str, job: Job) -> dict[str, int]:
+    items = node.get("statefulsets", "-n", namespace, "-l", f"tfcompile.dev/job={job.name}")
+    return {item["metadata"]["name"]: item["spec"]["replicas"] for item in items["items"]}
+
+
+def released(node: LocalNode, namespace: str, job: Job) -> bool:
+    """Every StatefulSet of the job at 0 replicas, no pod left, no process left."""
+    return (set(replicas(node, namespace, job).values()) == {0} and not pods(node, namespace)
+            and not any(processes_of_pod(name) for name in job_pod_names(job)))
+
+
+def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
+                                                          tmp_path: Path) -> None:
+    """`onSuccess: release`: the workers train, record success in the state ConfigMap, and the
+    launcher that completes the job scales its StatefulSet to 0 through the API server, with the
+    pod's own service-account token (the local node relays `kubernetes.default.svc`)."""
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {})
+    job = copy_example(tmp_path, "mnist", {"  storage:\n": "  onSuccess: release\n  storage:\n"})
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
-    finals = wait_for("both workers' results", lambda: results(node, namespace, job, 2),
-                      TRAINING_TIMEOUT, lambda: node.log()[-3000:])
-    assert [final["replicas"] for final in finals] == [2, 2]
-    assert [final["epochs_completed"] for final in finals] == [8, 8]
-    assert finals[0]["final_loss"] == pytest.approx(finals[1]["final_loss"], abs=1e-6)
-    assert all(final["accuracy"] >= ACCURACY_BAR for final in finals)
+    names = [job.pod("worker", 0), job.pod("worker", 1)]
 
-    # What the node reported: Running, Ready, an address on the node's pod network.
-    running = pods(node, namespace)
-    assert sorted(running) == [job.pod("worker", 0), job.pod("worker", 1)]
+    # What the node reports: Running, Ready, an address on the node's pod network.
+    def ready() -> dict[str, Any] | None:
+        found = pods(node, namespace)
+        return found if sorted(found) == names and all(
+            pod["status"].get("podIP") and {c["type"]: c["status"] for c in
+                                            pod["status"].get("conditions") or []}.get("Ready")
+            == "True" for pod in found.values()) else None
+
+    running = wait_for("both pods Ready", ready, TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     for pod in running.values():
         status = pod["status"]
         assert status["phase"] == "Running"
@@ -104,13 +128,31 @@ def test_mnist_trains_under_the_statefulset_controller(node: LocalNode, tmp_path
     assert addresses == sorted(pod["status"]["podIP"] for pod in running.values())
     claim = node.get("persistentvolumeclaim", f"{job.name}-shared", "-n", namespace)
     assert claim["status"]["phase"] == "Bound"
-    succeeded = "tfcompile: training succeeded; idling (delete or suspend the job to stop)"
 
-    def recorded() -> bool:
-        return all(succeeded in node.pod_lines(namespace, name) for name in running)
+    finals = wait_for("both workers' results", lambda: results(node, namespace, job, 2),
+                      TRAINING_TIMEOUT, lambda: node.log()[-3000:])
+    assert [final["replicas"] for final in finals] == [2, 2]
+    assert [final["epochs_completed"] for final in finals] == [8, 8]
+    assert finals[0]["final_loss"] == pytest.approx(finals[1]["final_loss"], abs=1e-6)
+    assert all(final["accuracy"] >= ACCURACY_BAR for final in finals)
+    trained = time.monotonic() - started
 
-    wait_for("the launchers to record success", recorded, 60)
-    print(f"mnist trained on the local node in {time.monotonic() - started:.0f} s")
+    wait_for("the job to release itself", lambda: released(node, namespace, job), 120,
+             lambda: "\n".join(node.pod_lines(namespace, names[0])[-15:]
+                               + node.pod_lines(namespace, names[1])[-15:]))
+    revision = job_revision(job)
+    records = state_records(node, namespace, job)
+    assert sorted(records) == ["worker-0", "worker-1"]
+    assert all(value == f"succeeded {revision}" for value in records.values()), records
+    # A launcher did it (nothing else in this test scales anything).
+    lines = node.pod_lines(namespace, names[0]) + node.pod_lines(namespace, names[1])
+    assert f"tfcompile: scaled {job.name}-worker to 0" in lines
+    assert not any("cannot read the job's state" in line or "could not" in line
+                   for line in lines), lines
+    # Storage stays for the next run.
+    assert node.get("persistentvolumeclaim", f"{job.name}-shared", "-n", namespace)
+    print(f"mnist trained in {trained:.0f} s and released itself "
+          f"{time.monotonic() - started:.0f} s after it was applied")
     remove_namespace(node, namespace, job)
 
 
@@ -259,6 +301,215 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
           f"training done {time.monotonic() - changed:.0f} s after it "
           f"({time.monotonic() - started:.0f} s in all)")
     remove_namespace(node, namespace, job)
+
+
+def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_released(
+        node: LocalNode, tmp_path: Path) -> None:
+    """The parameter-server example (chief, two workers, ps, evaluator; `onSuccess: release`):
+    the chief trains and finishes, the evaluator evaluates the final checkpoint, then the job's
+    own pods scale every StatefulSet to 0, the evaluator's last."""
+    started = time.monotonic()
+    job = copy_example(tmp_path, "parameter-server", {
+        # What a local node has: no GPUs, no Azure, no load balancer; a short training.
+        "  namespace: ml\n": "",
+        "      gpus: 1\n": "",
+        'requests: {cpu: "4", memory: 16Gi}': 'requests: {cpu: "1", memory: 1Gi}',
+        'requests: {cpu: "2", memory: 8Gi}': 'requests: {cpu: "1", memory: 1Gi}',
+        "  tensorboard:\n    logDir: /mnt/shared/logs\n    serviceType: LoadBalancer\n": "",
+        "  overlays: [gpu, azure]\n": "",
+        "args: [--shared-dir, /mnt/shared]":
+            'args: [--shared-dir, /mnt/shared, --epochs, "3", --steps-per-epoch, "10"]',
+    })
+    build(job)
+    namespace = fresh_namespace(node)
+    apply(node, job.compiled, namespace)
+    roles = ("chief", "worker", "ps", "evaluator")
+    wait_for("the job to release itself", lambda: released(node, namespace, job),
+             TRAINING_TIMEOUT, lambda: node.log()[-4000:])
+    took = time.monotonic() - started
+    shared = node.claim_directory(namespace, f"{job.name}-shared") / "results"
+    chief = json.loads((shared / "chief-0.json").read_text())
+    evaluator = json.loads((shared / "evaluator-0.json").read_text())
+    assert chief["epochs_completed"] == 3
+    assert evaluator["final"] is True and evaluator["epoch"] == 3, evaluator
+    assert evaluator["checkpoint"].endswith("ckpt-0003")
+    assert chief["evaluator"] == evaluator, "the chief had the evaluator's final report"
+    revision = job_revision(job)
+    records = state_records(node, namespace, job)
+    assert records["chief-0"] == f"succeeded {revision}", records
+    assert records["evaluator-0"] == f"succeeded {revision}", records
+
+    # In the node's log (one stream, in time order): the final evaluation comes before any
+    # release, and each launcher that released the job scaled the evaluator after the others.
+    prefixes = [f"{namespace}/{job.pod(role, 0)} | " for role in roles]
+    prefixes.append(f"{namespace}/{job.pod('worker', 1)} | ")
+    events: list[tuple[str, str]] = []
+    for line in node.log().splitlines():
+        for prefix in prefixes:
+            if line.startswith(prefix):
+                events.append((line[:len(prefix)], line[len(prefix):]))
+    final_evaluation = next(i for i, (_, text) in enumerate(events)
+                            if text.startswith("evaluator: ") and "ckpt-0003: accuracy" in text)
+    scaled = [(i, source, text.split()[2]) for i, (source, text) in enumerate(events)
+              if text.startswith("tfcompile: scaled ")]
+    assert scaled and final_evaluation < scaled[0][0], events[-30:]
+    for source in {source for _, source, _ in scaled}:
+        order = [name for _, where, name in scaled if where == source]
+        assert order[-1] == f"{job.name}-evaluator", (source, order)
+        assert sorted(order) == sorted(f"{job.name}-{role}" for role in roles), (source, order)
+    print(f"parameter-server trained, evaluated and released itself in {took:.0f} s")
+    remove_namespace(node, namespace, job)
+
+
+FAILING_JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {{name: {name}}}
+spec:
+  image: python:3.11
+  script: fail.py
+  args: {arguments}
+  roles: {{worker: {{replicas: 1}}}}
+{extra}"""
+
+# The training command of the failing jobs: it probes what the pod's own token may do through
+# `kubernetes.default.svc` (the pod's CA checks the API server), then fails with exit status 3.
+FAILING_SCRIPT = """\
+import json, os, ssl, sys, urllib.error, urllib.request
+
+ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def call(method, path, body=None):
+    token = open(ACCOUNT + "/token").read().strip()
+    request = urllib.request.Request(
+        "https://kubernetes.default.svc" + path, method=method,
+        data=None if body is None else json.dumps(body).encode())
+    request.add_header("Authorization", "Bearer " + token)
+    request.add_header("Content-Type", "application/merge-patch+json")
+    context = ssl.create_default_context(cafile=ACCOUNT + "/ca.crt")
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=30) as answer:
+            status = answer.status
+    except urllib.error.HTTPError as error:
+        status = error.code
+    print("probe:", method, path.rsplit("/namespaces/", 1)[-1].split("/", 1)[-1], status,
+          flush=True)
+
+
+namespace = open(ACCOUNT + "/namespace").read().strip()
+statefulsets = "/apis/apps/v1/namespaces/" + namespace + "/statefulsets"
+for own, other in zip(sys.argv[1::2], sys.argv[2::2]):
+    call("GET", statefulsets + "/" + own + "/scale")
+    call("PATCH", statefulsets + "/" + own + "/scale", {"spec": {"replicas": 1}})
+    call("PATCH", statefulsets + "/" + other + "/scale", {"spec": {"replicas": 1}})
+    call("PATCH", statefulsets + "/" + own, {"spec": {"replicas": 1}})
+    call("GET", statefulsets)
+    call("GET", "/api/v1/namespaces/" + namespace + "/secrets")
+    call("DELETE", "/api/v1/namespaces/" + namespace + "/pods/" + os.environ["HOSTNAME"])
+print("failing with exit status 3", flush=True)
+sys.exit(3)
+"""
+
+
+def failing_job(tmp_path: Path, prefix: str, extra: str, arguments: list[str] | None = None,
+                name: str | None = None) -> Job:
+    name = name or f"{prefix}-{uuid.uuid4().hex[:6]}"
+    source = tmp_path / name
+    source.mkdir()
+    (source / "fail.py").write_text(FAILING_SCRIPT)
+    (source / "job.yaml").write_text(FAILING_JOB.format(
+        name=name, extra=extra, arguments=json.dumps(arguments or [])))
+    job = Job(name, source, tmp_path / "output")
+    build(job)
+    return job
+
+
+def container_status(node: LocalNode, namespace: str, pod: str) -> dict[str, Any] | None:
+    found = pods(node, namespace).get(pod)
+    statuses = (found or {}).get("status", {}).get("containerStatuses") or [None]
+    status: dict[str, Any] | None = statuses[0]
+    return status
+
+
+def test_a_task_that_always_fails_stops_at_its_restart_limit_and_idles(
+        node: LocalNode, tmp_path: Path) -> None:
+    """`failurePolicy: {maxRestarts: 2}`: the kubelet restarts the failing command twice, then
+    the launcher records the failure in the state ConfigMap and the pod idles, Running."""
+    started = time.monotonic()
+    job = failing_job(tmp_path, "fails", "  failurePolicy: {maxRestarts: 2}\n")
+    namespace = fresh_namespace(node)
+    apply(node, job.compiled, namespace)
+    pod = job.pod("worker", 0)
+    revision = job_revision(job)
+    wait_for("the failure record", lambda: state_records(node, namespace, job).get("worker-0"),
+             TRAINING_TIMEOUT, lambda: "\n".join(node.pod_lines(namespace, pod)[-20:]))
+    took = time.monotonic() - started
+    assert state_records(node, namespace, job) == {
+        "worker-0": f"failed {revision} exit 3 after 2 restarts"}
+
+    def idling() -> dict[str, Any] | None:
+        status = container_status(node, namespace, pod)
+        return status if status and "running" in status["state"] else None
+
+    status = wait_for("the pod to idle", idling, 60)
+    assert status["restartCount"] == 2
+    assert status["lastState"]["terminated"]["exitCode"] == 3
+    # No more restarts: the next back-off (2 s doubling) would have been due within 8 s.
+    time.sleep(12)
+    later = idling()
+    assert later is not None and later["restartCount"] == 2, later
+    assert pods(node, namespace)[pod]["status"]["phase"] == "Running"
+    lines = node.pod_lines(namespace, pod)
+    assert lines.count("failing with exit status 3") == 3
+    assert ("tfcompile: training failed (exit 3 after 2 restarts); no restarts left "
+            "(failurePolicy.maxRestarts)") in lines
+    assert ("tfcompile: the task stopped retrying; idling (delete or suspend the job to stop)"
+            in lines)
+    assert replicas(node, namespace, job) == {f"{job.name}-worker": 1}
+    print(f"a failing task stopped at its limit in {took:.0f} s")
+    remove_namespace(node, namespace, job)
+
+
+def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only_it(
+        node: LocalNode, tmp_path: Path) -> None:
+    """`doNotRetryExitCodes: [3]` with `onSuccess: release`: the first failure is final, is
+    recorded, and the job's pod scales its own StatefulSet to 0. Before failing, the pod shows
+    with its own token what it may do: get and patch its job's scale, nothing else."""
+    started = time.monotonic()
+    other = failing_job(tmp_path, "other", "  suspend: true\n")
+    name = f"stops-{uuid.uuid4().hex[:6]}"
+    job = failing_job(tmp_path, "stops",
+                      "  onSuccess: release\n  failurePolicy: {doNotRetryExitCodes: [3]}\n",
+                      [f"{name}-worker", f"{other.name}-worker"], name=name)
+    namespace = fresh_namespace(node)
+    apply(node, other.compiled, namespace)
+    apply(node, job.compiled, namespace)
+    pod = job.pod("worker", 0)
+    wait_for("the job to release itself", lambda: released(node, namespace, job),
+             TRAINING_TIMEOUT, lambda: "\n".join(node.pod_lines(namespace, pod)[-20:]))
+    took = time.monotonic() - started
+    lines = node.pod_lines(namespace, pod)
+    own, foreign = f"statefulsets/{job.name}-worker", f"statefulsets/{other.name}-worker"
+    assert [line for line in lines if line.startswith("probe:")] == [
+        f"probe: GET {own}/scale 200",
+        f"probe: PATCH {own}/scale 200",
+        f"probe: PATCH {foreign}/scale 403",
+        f"probe: PATCH {own} 403",
+        "probe: GET statefulsets 403",
+        "probe: GET secrets 403",
+        f"probe: DELETE pods/{pod} 403",
+    ]
+    assert lines.count("failing with exit status 3") == 1
+    assert ("tfcompile: training failed (exit 3 after 0 restarts); that exit code means do not "
+            "retry") in lines
+    assert f"tfcompile: scaled {job.name}-worker to 0" in lines
+    assert state_records(node, namespace, job) == {
+        "worker-0": f"failed {job_revision(job)} exit 3 after 0 restarts"}
+    # The other job was left alone.
+    assert replicas(node, namespace, other) == {f"{other.name}-worker": 0}
+    print(f"a task that must not retry released its job in {took:.0f} s")
+    remove_namespace(node, namespace, job, other)
 
 
 STUBBORN = """
