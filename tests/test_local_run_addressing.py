@@ -57,3 +57,15 @@ def test_hosts_file_answers_every_pod_and_the_own_hostname() -> None:
     assert not any("j-board" in line for line in lines)
     own_board = addressing.hosts_file(plan[2], plan, "cluster.local").splitlines()
     assert "10.244.0.4\tj-board" in own_board
+
+
+def test_hosts_file_adds_the_names_of_services() -> None:
+    plan = addressing.plan_addresses([pod("j-worker-0", "j-worker")])
+    names = ["kubernetes.default.svc.cluster.local", "kubernetes.default.svc",
+             "kubernetes.default"]
+    lines = addressing.hosts_file(plan[0], plan, "cluster.local",
+                                  [("10.0.0.1", names)]).splitlines()
+    assert lines[-1] == ("10.0.0.1\tkubernetes.default.svc.cluster.local "
+                         "kubernetes.default.svc kubernetes.default")
+    assert str(addressing.GATEWAY) == "10.244.0.1"
+    assert addressing.GATEWAY not in [entry.address for entry in plan]

@@ -15,6 +15,7 @@ from tfcompile.compiler.rendering.environment import (
     expand_arguments,
     is_environment_variable_name,
     parse_quantity,
+    service_link_variables,
 )
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
@@ -355,3 +356,40 @@ def test_command_and_args_expand_with_final_environment() -> None:
         "5",
     ]
     assert expand_arguments(None, environment) == []
+
+
+KUBERNETES_SERVICE = {
+    "metadata": {"name": "kubernetes", "namespace": "default"},
+    "spec": {"clusterIP": "10.0.0.1", "ports": [
+        {"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]},
+}
+
+
+def test_the_kubernetes_service_gives_the_variables_every_kubelet_sets() -> None:
+    assert service_link_variables(KUBERNETES_SERVICE) == {
+        "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "443",
+        "KUBERNETES_SERVICE_PORT_HTTPS": "443",
+        "KUBERNETES_PORT": "tcp://10.0.0.1:443",
+        "KUBERNETES_PORT_443_TCP": "tcp://10.0.0.1:443",
+        "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+        "KUBERNETES_PORT_443_TCP_PORT": "443",
+        "KUBERNETES_PORT_443_TCP_ADDR": "10.0.0.1",
+    }
+
+
+def test_service_link_names_use_underscores_and_only_the_first_port_is_unnamed() -> None:
+    service = {"metadata": {"name": "my-board"}, "spec": {"clusterIP": "10.0.0.9", "ports": [
+        {"port": 80}, {"name": "grpc-web", "port": 81, "protocol": "UDP"}]}}
+    variables = service_link_variables(service)
+    assert variables["MY_BOARD_SERVICE_PORT"] == "80"
+    assert variables["MY_BOARD_SERVICE_PORT_GRPC_WEB"] == "81"
+    assert variables["MY_BOARD_PORT"] == "tcp://10.0.0.9:80"
+    assert variables["MY_BOARD_PORT_81_UDP"] == "udp://10.0.0.9:81"
+    assert variables["MY_BOARD_PORT_81_UDP_PROTO"] == "udp"
+
+
+def test_a_headless_service_gives_no_variables() -> None:
+    headless = {"metadata": {"name": "job-worker"},
+                "spec": {"clusterIP": "None", "ports": [{"port": 2222}]}}
+    assert service_link_variables(headless) == {}
