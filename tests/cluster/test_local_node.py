@@ -1,10 +1,12 @@
 """End to end on the local node: real Kubernetes controllers, real TensorFlow, pods as processes.
 
 `scripts/control-plane.sh up --node` starts the control plane and the node agent; each case
-compiles a copy of the mnist example with `tfcompile build`, applies it with
-`kubectl apply --server-side -k` into a namespace of its own, and watches the StatefulSet
-controller, the scheduler, the EndpointSlice controller and the node agent do the rest. Needs root
-(namespaces), TensorFlow, and the control plane binaries (built from source with Go once).
+compiles a copy of an example (mnist, parameter-server) or a small failing job with
+`tfcompile build`, applies it with `kubectl apply --server-side -k` into a namespace of its own,
+and watches the StatefulSet controller, the scheduler, the EndpointSlice controller, the node agent
+and the pods' launchers (which reach the API server through the node's `kubernetes` Service) do
+the rest. Needs root (namespaces), TensorFlow, and the control plane binaries (built from source
+with Go once).
 """
 
 from __future__ import annotations
@@ -313,6 +315,7 @@ def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_r
     assert chief["epochs_completed"] == 3
     assert evaluator["final"] is True and evaluator["epoch"] == 3, evaluator
     assert evaluator["checkpoint"].endswith("ckpt-0003")
+    assert evaluator["accuracy"] > 0.5, evaluator  # ten digits: chance is 0.1
     assert chief["evaluator"] == evaluator, "the chief had the evaluator's final report"
     revision = job_revision(job)
     records = state_records(node, namespace, job)
