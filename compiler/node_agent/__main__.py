@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tfcompile.compiler.local_run.console import Console
-from tfcompile.compiler.local_run.network import create_bridge
+from tfcompile.compiler.local_run.network import NetworkSetupError, create_bridge
 from tfcompile.compiler.local_run.options import LocalRunOptions
 from tfcompile.compiler.local_run.preflight import find_programs
 from tfcompile.compiler.local_run.workspace import new_run_identifier
@@ -17,6 +17,7 @@ from .agent import NodeAgent, node_directories
 from .api import ApiClient
 from .api_service import ApiServiceAccess, find_api_service, provide_api_service
 from .claims import ClaimProvisioner
+from .forwarder import ForwarderError
 from .node import NodeRegistration, NodeShape, default_memory
 from .pod_runtime import NodeContext
 
@@ -64,7 +65,11 @@ def main(arguments: list[str]) -> int:
             console.plain("node-agent: no `kubernetes` Service in namespace default: the pods "
                           "get no way to the API server")
         else:
-            access = provide_api_service(node_client, service, bridge, identifier, programs)
+            try:
+                access = provide_api_service(node_client, service, bridge, identifier, programs)
+            except (ForwarderError, NetworkSetupError) as error:
+                sys.stderr.write(f"node-agent: cannot give the pods the API server: {error}\n")
+                return 1
             console.plain(f"node-agent: pods reach the API server at {service.cluster_ip} "
                           f"(kubernetes.default.svc), relayed to {node_client.server}")
         node = NodeContext(
