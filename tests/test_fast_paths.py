@@ -1,10 +1,10 @@
 """What keeps tfcompile fast at fleet scale, pinned as behaviour rather than timings.
 
 `build` runs in pre-commit hooks and CI on every change: it loads nothing of `validate`,
-`render` or `run-local`. The emitter feeds ruamel's emitter events directly and must write the
-bytes ruamel's own dumper writes. `validate` expands a StatefulSet's pod template once: the pods
-it derives must equal the pods expanded one by one, and memory must grow with the number of
-tasks, not with its square.
+`render` or `run-local`. The emitter lays out the block YAML of Kubernetes objects itself (or
+feeds ruamel's emitter events) and must write the bytes ruamel's own dumper writes. `validate`
+expands a StatefulSet's pod template once: the pods it derives must equal the pods expanded one
+by one, and memory must grow with the number of tasks, not with its square.
 """
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarString
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result
+from tfcompile.compiler import yaml_output
+from tfcompile.compiler.build import BuildSettings, compile_all
+from tfcompile.compiler.compile import kustomization
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (
@@ -161,6 +164,82 @@ def test_the_emitter_writes_the_bytes_ruamels_dumper_writes() -> None:
         document = {"apiVersion": "v1", "kind": "ConfigMap",
                     "data": {_text(generator): _value(generator, 0) for _ in range(4)}}
         assert dump(document) == _reference_dump(document), document
+
+
+_KEYS = ["name", "image", "app.kubernetes.io/name", "a-b", "x", "on", "y", "1", "true", "",
+         "a b", "a:b", "a: b", "-x", "#c", "é", "k" * 127]
+
+
+def _layout_text(generator: random.Random) -> str:
+    """Mostly what Kubernetes objects hold (names, words YAML 1.1 reads as other types, scripts
+    with tabs, blank lines and trailing newlines), now and then anything at all."""
+    choice = generator.random()
+    if choice < 0.4:
+        return generator.choice(_WORDS)
+    if choice < 0.6:
+        return generator.choice(_KEYS)
+    if choice < 0.8:
+        lines = ["".join(generator.choice("ab :#'\t -é😀") for _ in range(generator.randint(0, 8)))
+                 for _ in range(generator.randint(1, 4))]
+        return "\n".join(lines) + generator.choice(["", "\n", "\n\n"])
+    return _text(generator)
+
+
+def _layout_value(generator: random.Random, depth: int) -> Any:
+    choice = generator.random()
+    if depth > 3 or choice < 0.5:
+        kind = generator.random()
+        if kind < 0.8:
+            return _layout_text(generator)
+        if kind < 0.9:
+            return generator.randint(-5, 10**20)
+        return generator.choice([True, False, None])
+    if choice < 0.75:
+        items = [_layout_value(generator, depth + 1) for _ in range(generator.randint(0, 4))]
+        # Mostly what objects hold: no null, empty map or list directly in a list.
+        return [item for item in items if generator.random() < 0.1
+                or not (item is None or item == {} or isinstance(item, list))]
+    return {_layout_key(generator): _layout_value(generator, depth + 1)
+            for _ in range(generator.randint(0, 4))}
+
+
+def _layout_key(generator: random.Random) -> str:
+    if generator.random() < 0.9:
+        return generator.choice(_KEYS[:5])
+    return generator.choice([*_KEYS, _text(generator)])
+
+
+def _in_direct_layout(document: Mapping[str, Any]) -> bool:
+    try:
+        yaml_output._layout_mapping(document, 0, [], inline=False)
+    except yaml_output._NotInLayout:
+        return False
+    return True
+
+
+def test_the_direct_layout_writes_the_bytes_ruamels_dumper_writes() -> None:
+    """Documents shaped like Kubernetes objects, with tricky text: about a third fit the
+    direct layout, the rest go through ruamel's emitter; both must write the dumper's bytes."""
+    generator = random.Random(20261127)
+    direct = 0
+    for _ in range(1500):
+        document = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "data": {_layout_key(generator): _layout_value(generator, 0)
+                             for _ in range(3)}}
+        direct += _in_direct_layout(document)
+        assert dump(document) == _reference_dump(document), document
+    assert direct > 300
+
+
+def test_every_compiled_example_takes_the_direct_layout() -> None:
+    """What keeps a large build fast: no compiled object needs ruamel's emitter."""
+    settings = BuildSettings(inputs=[EXAMPLES], output=Path("output"), overlays=OVERLAYS)
+    jobs = compile_all(settings)
+    assert len(jobs) >= 4
+    for job in jobs:
+        for document in job.objects:
+            assert _in_direct_layout(document), (job.name, document["kind"])
+        assert _in_direct_layout(kustomization(sorted(job.files), ["../overlays/x"]))
 
 
 def _stateful_set(replicas: int, extra_value: str = "plain") -> dict[str, Any]:
