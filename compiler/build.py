@@ -9,34 +9,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
 from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
 
+from .build_record import (
+    KUSTOMIZATION_NAMES,
+    BuildSettings,
+    JobInput,
+    SpecInput,
+    available_overlays,
+    script_digest,
+)
 from .compile import CompiledJob, compile_job
 from .output_tree import Plan, plan
 
-KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-
-
-@dataclass(frozen=True)
-class BuildSettings:
-    inputs: Sequence[Path]
-    output: Path
-    overlays: Path
-
-
-def available_overlays(overlays: Path) -> list[str]:
-    """Directories under `overlays` that hold a kustomization."""
-    if not overlays.is_dir():
-        return []
-    return sorted(
-        entry.name
-        for entry in overlays.iterdir()
-        if entry.is_dir() and any((entry / name).is_file() for name in KUSTOMIZATION_NAMES)
-    )
+__all__ = ["KUSTOMIZATION_NAMES", "BuildSettings", "Compilation", "available_overlays",
+           "build_plan", "compile_all", "compile_inputs", "load_all"]
 
 
 def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
@@ -91,10 +82,13 @@ def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
 
 @dataclass(frozen=True)
 class Compilation:
-    """The compiled jobs, and for every spec file read (resolved) the jobs it defines."""
+    """The compiled jobs, and for every spec file read (resolved) the jobs it defines; what
+    was read, for the up-to-date record (`build_record`)."""
 
     jobs: list[CompiledJob]
     defined: dict[Path, frozenset[str]]
+    specs: list[SpecInput] = field(default_factory=list)
+    inputs: list[JobInput] = field(default_factory=list)
 
 
 def compile_inputs(settings: BuildSettings) -> Compilation:
@@ -119,8 +113,17 @@ def compile_inputs(settings: BuildSettings) -> Compilation:
             problems.extend(error.problems)
     if problems:
         raise SpecError(problems)
+    specs: dict[Path, SpecInput] = {}
+    for job in loaded:
+        known = specs.get(job.source)
+        names = (*known.jobs, job.job.metadata.name) if known else (job.job.metadata.name,)
+        specs[job.source] = SpecInput(job.source, job.source_digest, names)
+    inputs = [JobInput(job.job.metadata.name, job.source, job.job.spec.script,
+                       script_digest(job.script), tuple(job.job.spec.overlays))
+              for job in loaded]
     return Compilation(sorted(compiled, key=lambda job: job.name),
-                       {path: frozenset(names) for path, names in defined.items()})
+                       {path: frozenset(names) for path, names in defined.items()},
+                       list(specs.values()), inputs)
 
 
 def compile_all(settings: BuildSettings) -> list[CompiledJob]:

@@ -81,10 +81,13 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture(autouse=True)
-def _run_in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Relative paths in messages are relative to the working directory; pin it."""
+def _run_in_repository(monkeypatch: pytest.MonkeyPatch,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Relative paths in messages are relative to the working directory; pin it. Each test
+    keeps its own records of up-to-date builds, so its first build of a tree is a full one."""
     monkeypatch.chdir(REPOSITORY)
     monkeypatch.delenv("TFCOMPILE_DEBUG", raising=False)
+    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("build-records")))
 
 
 def in_ci() -> bool:
