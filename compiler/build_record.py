@@ -226,68 +226,102 @@ def _script_matches(job: dict[str, Any]) -> bool:
     return not problems and script is not None and script_digest(script) == job["scriptDigest"]
 
 
-def _output_matches(output: Path, jobs: list[dict[str, Any]],
-                    specs: Mapping[str, str]) -> bool:
-    """Whether the output tree holds exactly the recorded files, and nothing else."""
-    if not stat.S_ISDIR(os.lstat(output).st_mode):
-        return False
-    if set(entries(output)) != {str(job["name"]) for job in jobs}:
-        return False
+def _job_output(output: Path, job: dict[str, Any], resolved_spec: str) -> dict[str, str] | None:
+    """The texts of a job's output directory when it holds exactly the recorded files, regular
+    files with the recorded digests, and its kustomization names the recorded spec."""
+    directory = output / str(job["name"])
+    files: dict[str, str] = job["files"]
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        return None
+    present = entries(directory)
+    if set(present) != set(files) or not all(stat.S_ISREG(status.st_mode)
+                                             for status in present.values()):
+        return None
+    texts = {}
+    for name, digest in files.items():
+        text = read_regular(directory / name)
+        if text is None or _digest(text.encode("utf-8")) != digest:
+            return None
+        texts[name] = text
+    source = recorded_source(texts[KUSTOMIZATION_FILE].split("\n", 1)[0])
+    if source is None or os.path.realpath(os.path.join(directory, source)) != resolved_spec:
+        return None
+    return texts
+
+
+@dataclass(frozen=True)
+class Reusable:
+    """A spec file whose bytes, script, overlays and output are as recorded: what compiling it
+    again would give is already in the output tree."""
+
+    spec: SpecInput
+    jobs: tuple[JobInput, ...]
+    outputs: dict[str, dict[str, str]]
+    """Job name -> file name -> text, as read from the output tree."""
+
+
+def _reusable_spec(settings: BuildSettings, spec: dict[str, Any], jobs: list[dict[str, Any]],
+                   available: set[str]) -> Reusable | None:
+    path = Path(spec["path"])
+    if (os.path.realpath(path) != spec["resolved"] or _spec_digest(path) != spec["digest"]
+            or sorted(spec["jobs"]) != sorted(job["name"] for job in jobs)):
+        return None
+    outputs = {}
     for job in jobs:
-        directory = output / str(job["name"])
-        files = job["files"]
-        if not stat.S_ISDIR(os.lstat(directory).st_mode):
-            return False
-        present = entries(directory)
-        if set(present) != set(files):
-            return False
-        if not all(stat.S_ISREG(status.st_mode) for status in present.values()):
-            return False
-        for name, digest in files.items():
-            text = read_regular(directory / name)
-            if text is None or _digest(text.encode("utf-8")) != digest:
-                return False
-        kustomization = read_regular(directory / KUSTOMIZATION_FILE) or ""
-        source = recorded_source(kustomization.split("\n", 1)[0])
-        if source is None or (os.path.realpath(os.path.join(directory, source))
-                              != specs[str(job["source"])]):
-            return False
-    return True
+        if not set(job["overlays"]) <= available or not _script_matches(job):
+            return None
+        texts = _job_output(settings.output, job, spec["resolved"])
+        if texts is None:
+            return None
+        outputs[str(job["name"])] = texts
+    return Reusable(
+        SpecInput(path, str(spec["digest"]), tuple(spec["jobs"])),
+        tuple(JobInput(job["name"], path, job["script"], job["scriptDigest"],
+                       tuple(job["overlays"])) for job in jobs),
+        outputs)
 
 
-def up_to_date(settings: BuildSettings, environment: str) -> int | None:
-    """The number of jobs when the record says the output is current and everything it names
-    still matches; None when the full build has to decide (call under the tree's lock)."""
+def reusable(settings: BuildSettings, environment: str) -> dict[Path, Reusable]:
+    """The spec files (as found) that need no compiling, by the record (call under the tree's
+    lock); the others are loaded and compiled, and the output tree is planned as always."""
     record = _read_record(settings, environment)
     if record is None:
-        return None
+        return {}
     try:
-        return _check(settings, record)
+        return _reusable(settings, record)
     except (OSError, OutputEnvironmentError, KeyError, TypeError, ValueError):
-        return None  # unreadable here: the full build says so, or finds nothing wrong
+        return {}  # unreadable here: the full build says so, or finds nothing wrong
 
 
-def _check(settings: BuildSettings, record: dict[str, Any]) -> int | None:
-    specs: list[dict[str, Any]] = record["specs"]
-    jobs: list[dict[str, Any]] = record["jobs"]
-    if not all(path.exists() for path in settings.inputs):
-        return None
-    found = [str(path) for path in dict.fromkeys(discover(settings.inputs))]
-    if found != [spec["path"] for spec in specs]:
-        return None
-    resolved: dict[str, str] = {}
-    for spec in specs:
-        path = Path(spec["path"])
-        if (os.path.realpath(path) != spec["resolved"]
-                or _spec_digest(path) != spec["digest"]):
-            return None
-        resolved[spec["path"]] = spec["resolved"]
+def _reusable(settings: BuildSettings, record: dict[str, Any]) -> dict[Path, Reusable]:
     if (os.path.realpath(settings.output) != record["output"]
-            or os.path.realpath(settings.overlays) != record["overlays"]):
-        return None
+            or os.path.realpath(settings.overlays) != record["overlays"]
+            or not stat.S_ISDIR(os.lstat(settings.output).st_mode)):
+        return {}
     available = set(available_overlays(settings.overlays))
-    if not all(set(job["overlays"]) <= available and _script_matches(job) for job in jobs):
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for job in record["jobs"]:
+        by_source.setdefault(job["source"], []).append(job)
+    found = {}
+    for spec in record["specs"]:
+        reused = _reusable_spec(settings, spec, by_source.get(spec["path"], []), available)
+        if reused is not None:
+            found[reused.spec.path] = reused
+    return found
+
+
+def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable]) -> int | None:
+    """The number of jobs when every job file found is `reusable` and the output directory
+    holds their job directories and nothing else: the output is current. None when the build
+    has to load something (call under the tree's lock)."""
+    try:
+        if not reusable or not all(path.exists() for path in settings.inputs):
+            return None
+        if set(dict.fromkeys(discover(settings.inputs))) != set(reusable):
+            return None
+        names = [name for item in reusable.values() for name in item.spec.jobs]
+        if set(entries(settings.output)) != set(names):
+            return None  # a foreign entry, a job directory to prune, a killed build's leftover
+    except (OSError, OutputEnvironmentError):
         return None
-    if not _output_matches(settings.output, jobs, resolved):
-        return None
-    return len(jobs)
+    return len(names)

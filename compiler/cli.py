@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_V
 from .output_errors import OutputEnvironmentError, OutputRefused
 
 if TYPE_CHECKING:
-    from .build import BuildSettings
+    from .build_record import BuildSettings, Reusable
     from .output_tree import Plan
 
 EXIT_OK = 0
@@ -33,7 +33,7 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
-    from .build_record import BuildSettings, environment_digest, up_to_date
+    from .build_record import BuildSettings, environment_digest, reusable, up_to_date
     from .output_lock import locked
 
     settings = BuildSettings(
@@ -44,7 +44,8 @@ def _build(arguments: argparse.Namespace) -> int:
     with locked(settings.output, exclusive=not arguments.check):
         # Specs are read under the lock too: of two builds at once, the later sees the newer.
         environment = environment_digest()
-        current = up_to_date(settings, environment)
+        unchanged = reusable(settings, environment)
+        current = up_to_date(settings, unchanged)
         if current is not None:  # nothing changed since the recorded build: no spec is loaded
             if arguments.check:
                 print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
@@ -52,11 +53,13 @@ def _build(arguments: argparse.Namespace) -> int:
                 print(f"tfcompile: built {current} job(s) into {settings.output} "
                       "(0 file(s) changed)", file=sys.stderr)
             return EXIT_OK
-        return _full_build(arguments, settings, environment)
+        return _full_build(arguments, settings, environment, unchanged)
 
 
-def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environment: str) -> int:
-    """Load, compile and plan every job (under the tree's lock), then write or check."""
+def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environment: str,
+                unchanged: Mapping[Path, Reusable]) -> int:
+    """Load and compile every job (those `unchanged` are read from the output tree instead),
+    plan the output tree (under its lock), then write or check."""
     from tfcompile.spec.loading import display_path
 
     from .build import build_plan, compile_inputs
@@ -64,7 +67,7 @@ def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environm
     from .immutable_fields import immutable_changes
     from .output_tree import write
 
-    compilation = compile_inputs(settings)
+    compilation = compile_inputs(settings, unchanged)
     changes = build_plan(settings, compilation)
     if not compilation.jobs and not changes.prunes:
         shown = ", ".join(display_path(path) for path in settings.inputs)

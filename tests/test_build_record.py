@@ -1,9 +1,11 @@
 """The up-to-date record (`build_record.py`): what makes a rebuild of an unchanged tree fast.
 
 A build whose every input and output file is as recorded loads no spec (neither pydantic nor a
-YAML parser) and says what a full build says. Anything else goes through the full build, which
-must behave exactly as it does without a record: each case below runs once with the record and
-once without, from the same tree, and compares status, messages and the resulting tree.
+YAML parser) and says what a full build says. Anything else is built as without a record (only
+spec files that are unchanged, with their scripts, overlays and output, are taken from the
+output tree instead of being compiled again) and must behave exactly the same: each case below
+runs once with the record and once without, from the same tree, and compares status, messages
+and the resulting tree.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -68,13 +70,15 @@ def repository(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def full_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the builds that loaded and compiled the specs."""
+    """The builds that loaded specs: for each, how many spec files it took from the record."""
     calls: list[int] = []
     compile_inputs = build.compile_inputs
 
-    def counted(settings: build.BuildSettings) -> build.Compilation:
-        calls.append(1)
-        return compile_inputs(settings)
+    def counted(settings: build.BuildSettings,
+                reusable: Mapping[Path, build_record.Reusable] | None = None
+                ) -> build.Compilation:
+        calls.append(len(reusable or {}))
+        return compile_inputs(settings, reusable)
 
     monkeypatch.setattr(build, "compile_inputs", counted)
     return calls
@@ -86,8 +90,9 @@ def fast_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     found: list[int] = []
     up_to_date = build_record.up_to_date
 
-    def counted(settings: build.BuildSettings, environment: str) -> int | None:
-        current = up_to_date(settings, environment)
+    def counted(settings: build.BuildSettings,
+                reusable: Mapping[Path, build_record.Reusable]) -> int | None:
+        current = up_to_date(settings, reusable)
         if current is not None:
             found.append(current)
         return current
@@ -285,7 +290,7 @@ CHANGES = [_edit_spec, _edit_spec_keeping_its_size_and_time, _edit_script,
 
 
 @pytest.mark.parametrize("change", CHANGES, ids=[change.__name__[1:] for change in CHANGES])
-def test_any_change_goes_through_the_full_build_and_behaves_as_without_a_record(
+def test_any_change_is_built_exactly_as_without_a_record(
     repository: Path, run_cli: Callable[..., Result], fast_builds: list[int],
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: Callable[[Path], None],
 ) -> None:
@@ -313,6 +318,27 @@ def test_any_change_goes_through_the_full_build_and_behaves_as_without_a_record(
         assert tree_with_record == _tree(repository.parent)
 
 
+@pytest.mark.parametrize("check", [False, True], ids=["build", "build --check"])
+def test_with_one_spec_edited_only_that_one_is_loaded(
+    repository: Path, run_cli: Callable[..., Result], full_builds: list[int],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, check: bool,
+) -> None:
+    arguments = [*BUILD, "--check"] if check else BUILD
+    assert run_cli(*BUILD).status == 0
+    _edit_spec(repository)
+    snapshot = tmp_path / "snapshot"
+    shutil.copytree(repository.parent, snapshot, symlinks=True)
+    with_record = run_cli(*arguments)
+    assert full_builds == [0, 1]  # alpha's spec came from the record, beta's was loaded
+    tree_with_record = _tree(repository.parent)
+    _restore(snapshot, repository.parent)
+    monkeypatch.chdir(repository)
+    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", "")
+    assert run_cli(*arguments) == with_record
+    assert _tree(repository.parent) == tree_with_record
+    assert with_record.status == (1 if check else 0)
+
+
 @pytest.mark.parametrize("what", ["tfcompile code", "python"])
 def test_other_tfcompile_code_or_python_is_a_full_build(
     repository: Path, run_cli: Callable[..., Result], full_builds: list[int],
@@ -326,7 +352,7 @@ def test_other_tfcompile_code_or_python_is_a_full_build(
     else:
         monkeypatch.setattr(build_record, "code_digest", lambda directories: "0" * 64)
     result = run_cli(*BUILD)
-    assert len(full_builds) == 2
+    assert full_builds == [0, 0]  # nothing taken from the record
     assert result.status == 0
     assert "(0 file(s) changed)" in result.stderr
 
@@ -358,4 +384,4 @@ def test_records_turned_off_are_neither_read_nor_written(
     monkeypatch.setenv("TFCOMPILE_CACHE_DIR", "")
     assert run_cli(*BUILD).status == 0
     assert run_cli(*BUILD).status == 0
-    assert len(full_builds) == 2
+    assert full_builds == [0, 0]
