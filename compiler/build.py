@@ -125,9 +125,12 @@ def compile_inputs(settings: BuildSettings,
         components = [_relative(settings.overlays / name, directory)
                       for name in job.job.spec.overlays]
         try:
-            compiled.append(compile_job(job, _relative(job.source, directory), components))
+            result = compile_job(job, _relative(job.source, directory), components)
         except SpecError as error:
             problems.extend(error.problems)
+            continue
+        # Only the text is written: memory per job is its files, not its objects as well.
+        compiled.append(CompiledJob(result.name, [], result.files))
     if problems:
         raise SpecError(problems)
     specs: dict[Path, SpecInput] = {}

@@ -29,8 +29,8 @@ from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarStri
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result
 from tfcompile.compiler import yaml_output
-from tfcompile.compiler.build import BuildSettings, compile_all
-from tfcompile.compiler.compile import kustomization
+from tfcompile.compiler.build import load_all
+from tfcompile.compiler.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (
@@ -240,13 +240,14 @@ def test_the_direct_layout_writes_the_bytes_ruamels_dumper_writes() -> None:
 
 def test_every_compiled_example_takes_the_direct_layout() -> None:
     """What keeps a large build fast: no compiled object needs ruamel's emitter."""
-    settings = BuildSettings(inputs=[EXAMPLES], output=Path("output"), overlays=OVERLAYS)
-    jobs = compile_all(settings)
+    jobs = load_all([EXAMPLES])
     assert len(jobs) >= 4
     for job in jobs:
-        for document in job.objects:
-            assert _in_direct_layout(document), (job.name, document["kind"])
-        assert _in_direct_layout(kustomization(sorted(job.files), ["../overlays/x"]))
+        objects = build_objects(job)
+        for document in objects:
+            assert _in_direct_layout(document), (job.job.metadata.name, document["kind"])
+        assert _in_direct_layout(kustomization([file_name(item) for item in objects],
+                                               ["../overlays/x"]))
 
 
 def _stateful_set(replicas: int, extra_value: str = "plain") -> dict[str, Any]:
