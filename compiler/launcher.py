@@ -10,7 +10,25 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onSuccess: release`);
-- forwards SIGTERM and SIGINT to the training process, so pods stop promptly.
+- forwards SIGTERM and SIGINT to the training process, so pods stop promptly;
+- holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
+  stops it when a peer answers another one (the revision gate, below).
+
+The revision gate. A change to a job rolls every role (the revision annotation on every pod
+template differs), but a StatefulSet replaces its pods one at a time and each role's StatefulSet
+rolls on its own, so for a while pods of the old revision (old `TF_CONFIG`) and of the new one run
+side by side; two `TF_CONFIG`s must never train together. Kubernetes' controllers cannot restart a
+whole job at once (`maxUnavailable` for StatefulSets is behind the `MaxUnavailableStatefulSet`
+feature gate, off by default), so the pods hold themselves back: every launcher answers its
+revision (`TFCOMPILE_REVISION`, the pod's `tfcompile.dev/revision` annotation through the
+downward API) on the gate port, one line; before training it asks every other task of its
+`TF_CONFIG` and waits, running (so the pod is Ready and the controller goes on replacing the next
+pod), until each has answered its own revision; while training it keeps asking a few peers at a
+time, and a peer that answers another revision stops the training (exit 1, not counted as a
+failure): it is an old task whose cluster is being replaced. The old tasks train together until
+the first of them is replaced; the new ones start together once the last old pod is gone,
+resuming from the job's checkpoint. No API server access is needed, and nothing waits on a
+feature gate.
 
 It is one Python program per job, shipped in a ConfigMap whose name carries a hash of its content
 and mounted by every role (a reviewer reads it once; TensorFlow images have Python). It uses only
@@ -52,9 +70,11 @@ records success and idles; a failure is retried by the kubelet until the failure
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,6 +94,7 @@ def options(arguments):
         "account": "/var/run/secrets/kubernetes.io/serviceaccount",
         "api": "https://kubernetes.default.svc",
         "settings": os.path.join(HERE, "settings.json"),
+        "listen": "",
     }
     while arguments and arguments[0] != "--":
         name, _, value = arguments.pop(0).partition("=")
@@ -129,6 +150,84 @@ class ApiServer:
         path = ("/apis/apps/v1/namespaces/" + self.namespace + "/statefulsets/" + statefulset
                 + "/scale?fieldManager=tfcompile-launcher")
         self.call("PATCH", path, {"spec": {"replicas": 0}})
+
+
+class RevisionGate:
+    """Answer this task's revision on the gate port; ask the other tasks of TF_CONFIG theirs."""
+
+    def __init__(self, settings, listen, revision):
+        self.port = settings["port"]
+        self.wait_seconds = settings["waitSeconds"]
+        self.watch_seconds = settings["watchSeconds"]
+        self.watch_peers = settings["watchPeers"]
+        self.revision = revision
+        self.peers = peer_hosts(json.loads(os.environ.get("TF_CONFIG") or "{}"))
+        self.turn = 0
+        try:
+            self.server = socket.create_server((listen, self.port))
+        except OSError as error:
+            say("cannot answer the revision on port " + str(self.port) + " (" + str(error)
+                + "); the other tasks will wait for this one")
+            return
+        threading.Thread(target=self.answer, daemon=True).start()
+
+    def answer(self):
+        while True:
+            try:
+                connection, _ = self.server.accept()
+                with connection:
+                    connection.settimeout(2)
+                    connection.sendall(self.revision.encode() + b"\\n")
+            except OSError:
+                time.sleep(0.1)
+
+    def revision_of(self, host):
+        try:
+            with socket.create_connection((host, self.port), timeout=2) as connection:
+                connection.settimeout(2)
+                return connection.makefile().readline().strip() or None
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def wait(self):
+        """Return once every other task has answered this task's revision."""
+        pending = list(self.peers)
+        reported = None
+        while pending:
+            answers = [(host, self.revision_of(host)) for host in pending]
+            pending = [host for host, answer in answers if answer != self.revision]
+            if not pending:
+                break
+            text = ", ".join(host + " (" + (answer or "no answer") + ")"
+                             for host, answer in answers if answer != self.revision)
+            if text != reported:
+                say("revision " + self.revision + " waits for every task to run it: " + text)
+                reported = text
+            time.sleep(self.wait_seconds)
+        if self.peers:
+            say("every task runs revision " + self.revision + "; training")
+
+    def superseded(self):
+        """A peer that answers another revision, or None; asks a few peers per call, in turn."""
+        count = min(self.watch_peers, len(self.peers))
+        for _ in range(count):
+            host = self.peers[self.turn % len(self.peers)]
+            self.turn += 1
+            answer = self.revision_of(host)
+            if answer is not None and answer != self.revision:
+                return host + " runs revision " + answer
+        return None
+
+
+def peer_hosts(tf_config):
+    """The host of every task in TF_CONFIG's cluster but this one."""
+    task = tf_config.get("task") or {}
+    hosts = []
+    for role, addresses in sorted((tf_config.get("cluster") or {}).items()):
+        for index, address in enumerate(addresses):
+            if role != task.get("type") or index != task.get("index"):
+                hosts.append(address.rsplit(":", 1)[0])
+    return hosts
 
 
 class State:
@@ -255,26 +354,47 @@ def idle(reason):
         time.sleep(3600)
 
 
-def train(command):
-    """Run the command, forwarding SIGTERM and SIGINT; its exit status (128+N for signal N)."""
+def train(command, gate):
+    """Run the command, forwarding SIGTERM and SIGINT and watching the peers' revisions: its
+    exit status (128+N for signal N), whether a signal stopped it, and why the gate stopped it."""
     stopping = []
-    try:
-        child = subprocess.Popen(command)
-    except OSError as error:
-        say("cannot start " + repr(command[0]) + ": " + str(error))
-        return 127, False
 
     def forward(number, frame):
+        if child is None:
+            sys.exit(0)  # stopped while waiting at the gate: nothing to stop but this
         stopping.append(number)
         try:
             child.send_signal(number)
         except OSError:
             pass
 
+    child = None
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    status = child.wait()
-    return (128 - status if status < 0 else status), bool(stopping)
+    gate.wait()
+    try:
+        child = subprocess.Popen(command)
+    except OSError as error:
+        say("cannot start " + repr(command[0]) + ": " + str(error))
+        return 127, False, None
+    while True:
+        try:
+            status = child.wait(timeout=gate.watch_seconds)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if stopping or not gate.peers:
+            continue
+        reason = gate.superseded()
+        if reason is not None:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            return 1, False, reason
+    return (128 - status if status < 0 else status), bool(stopping), None
 
 
 def main(arguments):
@@ -286,6 +406,7 @@ def main(arguments):
         settings = json.load(settings_file)
     task = os.environ.get("JOB_NAME", "task") + "-" + os.environ.get("TASK_INDEX", "0")
     revision = os.environ.get("TFCOMPILE_REVISION") or "unknown"
+    gate = RevisionGate(settings["revisionGate"], where["listen"], revision)
     state = State(settings, where, revision, task)
     outcome = state.outcome()
     if outcome is not None:
@@ -296,8 +417,12 @@ def main(arguments):
     if outcome == "failed":
         after_failure(state, settings)
         idle("this task already failed and stopped retrying")
-    status, stopping = train(command)
+    status, stopping, superseded = train(command, gate)
     if stopping:
+        return status
+    if superseded is not None:
+        say(superseded + ", not " + revision + ": stopping the training; this pod is being "
+            "replaced")
         return status
     if status == 0:
         state.record("succeeded")

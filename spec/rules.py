@@ -15,7 +15,10 @@ from .pod_rules import check_kubernetes_fields
 from .problems import Problem
 
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
-"""The pod's revision, which the launcher and the revision gate read."""
+"""The pod's revision, which the launcher and its revision gate read."""
+
+REVISION_PORT = 2223
+"""Where every task's launcher answers its revision (the revision gate); not for training."""
 
 RESERVED_ENVIRONMENT = (
     "TASK_INDEX",
@@ -42,6 +45,9 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_labels(job)
     yield from _check_roles(spec)
     yield from _check_command(spec)
+    if spec.port == REVISION_PORT:
+        yield Problem(("spec", "port"), f"port {REVISION_PORT} is where every task answers its "
+                      "revision (the launcher's revision gate); choose another training port")
     yield from _check_environment(("spec", "env"), spec.env)
     for name, role in spec.roles.defined():
         path = ("spec", "roles", name.value)

@@ -83,7 +83,8 @@ def test_one_statefulset_and_headless_service_per_role(objects: list[dict[str, A
         assert spec["podManagementPolicy"] == "Parallel"
         assert spec["selector"]["matchLabels"] == service["spec"]["selector"]
         assert container(statefulset)["ports"] == [
-            {"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
+            {"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"},
+            {"name": "tfjob-revision", "containerPort": 2223, "protocol": "TCP"}]
         assert statefulset["metadata"]["namespace"] == "ml"
 
 

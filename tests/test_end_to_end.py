@@ -270,22 +270,24 @@ def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> No
 def test_changing_the_worker_count_resumes_training_with_the_new_cluster(tmp_path: Path) -> None:
     """What ElasticDL's master did by pushing TF_CONFIG: here replicas change in git, every pod
     restarts with the new TF_CONFIG, and BackupAndRestore carries the training over."""
+    # An epoch takes about half a second: enough of them that the interrupt comes mid-training.
+    EPOCHS = 60
     job = tmp_path / "job" / "job.yaml"
     job.parent.mkdir()
     shutil.copy(EXAMPLES / "mnist" / "train.py", job.parent / "train.py")
-    spec = (EXAMPLES / "mnist" / "job.yaml").read_text().replace('"8"', '"20"')
+    spec = (EXAMPLES / "mnist" / "job.yaml").read_text().replace('"8"', f'"{EPOCHS}"')
     job.write_text(spec)
     log = tmp_path / "mnist-shared" / "progress" / "worker-0.log"
     status, output = run_local(
         job, tmp_path, interrupt_when=lambda: log.exists() and len(progress(log)) >= 4)
     assert status == 128 + signal.SIGINT, output[-2000:]
     done = len(progress(log))
-    assert 4 <= done < 20
+    assert 4 <= done < EPOCHS
     job.write_text(spec.replace("replicas: 2", "replicas: 3"))
     status, output = run_local(job, tmp_path)
     assert status == 0, output[-3000:]
     for index in range(3):
         result = read_json(tmp_path / "mnist-shared" / "results" / f"worker-{index}.json")
         assert result["replicas"] == 3
-        assert result["initial_epoch"] >= 4 and result["epochs_completed"] == 20
+        assert result["initial_epoch"] >= 4 and result["epochs_completed"] == EPOCHS
         assert result["accuracy"] >= ACCURACY_BAR

@@ -7,11 +7,13 @@ the API server and the release are tested against a real API server in tests/clu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import py_compile
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -186,3 +188,104 @@ def test_settings_are_json_the_launcher_reads(tmp_path: Path) -> None:
     settings = settings_of(tmp_path, "  failurePolicy: {doNotRetryExitCodes: [2, 1, 2]}\n")
     assert json.loads(launcher.settings_text(settings))["failurePolicy"] == {
         "maxRestarts": 10, "doNotRetryExitCodes": [1, 2]}
+
+
+@dataclass
+class GatedTask:
+    """One task of a two-worker cluster on loopback: its own address, port-sharing peers."""
+
+    directory: Path
+    index: int
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.{self.index + 2}"
+
+    def start(self, revision: str, command: str) -> tuple[subprocess.Popen[str], Path]:
+        """Run the launcher as this task's container; its output goes to a file."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        settings = settings_of(self.directory)
+        settings["revisionGate"] = {**settings["revisionGate"], "port": self.port,
+                                    "waitSeconds": 0.2, "watchSeconds": 0.3}
+        pod = Pod(self.directory / f"attempt-{time.monotonic_ns()}", settings)
+        log = pod.directory / "output.log"
+        tf_config = {"cluster": {"worker": ["127.0.0.2:2222", "127.0.0.3:2222"]},
+                     "task": {"type": "worker", "index": self.index}}
+        with log.open("w") as output:
+            process = subprocess.Popen(
+                [sys.executable, str(pod.directory / "launcher.py"), f"--state={pod.state}",
+                 f"--account={pod.directory / 'no-account'}",
+                 f"--settings={pod.directory / 'settings.json'}", f"--listen={self.address}",
+                 "--", "sh", "-c", command],
+                stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": str(self.index),
+                     "TF_CONFIG": json.dumps(tf_config), REVISION_VARIABLE: revision})
+        return process, log
+
+
+def eventually(check: Any, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revision(
+        tmp_path: Path) -> None:
+    port = free_port()
+    worker_0, worker_1 = GatedTask(tmp_path / "w0", 0, port), GatedTask(tmp_path / "w1", 1, port)
+    trained_0, trained_1 = tmp_path / "trained-0", tmp_path / "trained-1"
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        first, first_log = worker_0.start("new", f"touch {trained_0}; sleep 60")
+        processes.append(first)
+        assert eventually(lambda: "waits for every task to run it: 127.0.0.3 (no answer)"
+                          in first_log.read_text())
+        old, _ = worker_1.start("old", f"touch {trained_1}; sleep 60")  # a pod not yet replaced
+        processes.append(old)
+        assert eventually(lambda: "127.0.0.3 (old)" in first_log.read_text())
+        assert not trained_0.exists() and not trained_1.exists()  # old and new never train
+        old.terminate()  # the kubelet stops a pod waiting at the gate at once
+        assert old.wait(timeout=5) == 0
+        new, _ = worker_1.start("new", f"touch {trained_1}; sleep 60")
+        processes.append(new)
+        assert eventually(lambda: trained_0.exists() and trained_1.exists())
+        assert "every task runs revision new; training" in first_log.read_text()
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Path) -> None:
+    port = free_port()
+    worker_0, worker_1 = GatedTask(tmp_path / "w0", 0, port), GatedTask(tmp_path / "w1", 1, port)
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        training, log = worker_0.start("old", "sleep 60")
+        processes.append(training)
+        peer, _ = worker_1.start("old", "sleep 60")
+        processes.append(peer)
+        assert eventually(lambda: "training" in log.read_text())
+        os.killpg(peer.pid, signal.SIGKILL)  # the pod is replaced by one of a new revision
+        replaced, _ = worker_1.start("new", "sleep 60")
+        processes.append(replaced)
+        assert training.wait(timeout=10) == 1  # the kubelet restarts it into the gate
+        assert "127.0.0.3 runs revision new, not old: stopping the training" in log.read_text()
+        state = log.parent / "state"
+        assert not (state / "failures").exists()  # being replaced is not a failure
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)

@@ -32,6 +32,7 @@ from tfcompile.compiler.local_run import (
 )
 from tfcompile.compiler.local_run.network import NetworkPrograms
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
+from tfcompile.compiler.revision_gate import gate_settings
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,
@@ -182,7 +183,7 @@ LAUNCHER_CONFIG_MAPS = {"job-launcher": {
     launcher.SETTINGS_FILE: launcher.settings_text({
         "stateConfigMap": "job-state", "successTasks": ["worker-0"], "evaluatorTasks": [],
         "onSuccess": "idle", "releaseFirst": ["job-worker"], "releaseLast": [],
-        "failurePolicy": None}),
+        "failurePolicy": None, "revisionGate": gate_settings()}),
 }}
 
 

@@ -257,3 +257,16 @@ def test_no_renderer_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RenderError, match="neither `kustomize` nor `kubectl` is on PATH"):
         render(FIXTURE)
+
+
+def test_a_digest_kustomize_leaves_unquoted_is_read_as_the_string_it_is(tmp_path: Path) -> None:
+    """Kustomize, like every Go tool of Kubernetes, reads `459292e26177` as a string (it overflows
+    a float) and writes it unquoted; YAML 1.2 alone would read infinity."""
+    (tmp_path / "kustomization.yaml").write_text("resources: [config.yaml]\n")
+    (tmp_path / "config.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: digest\n"
+        "  annotations: {revision: '459292e26177', small: '1e3'}\n")
+    rendered = render(tmp_path)
+    assert "revision: 459292e26177\n" in rendered
+    (config,) = parse_manifests(rendered)
+    assert config["metadata"]["annotations"] == {"revision": "459292e26177", "small": "1e3"}

@@ -76,6 +76,8 @@ MISTAKES = [
             "spec.roles.master", "allowed here: chief, worker, ps, evaluator"),
     Mistake("port out of range", job("port: 70000\n"), "70000", "spec.port",
             "must be at most 65535"),
+    Mistake("the revision gate's port as the training port", job("port: 2223\n"), "2223",
+            "spec.port", "port 2223 is where every task answers its revision"),
     Mistake("number as env value", job("env: {EPOCHS: 3}\n"), "3}", "spec.env.EPOCHS",
             "environment values are strings: quote it"),
     Mistake("invalid env name", job('env: {"1BAD NAME": "x"}\n'), '"1BAD NAME"',

@@ -15,6 +15,7 @@ from tfcompile.spec.models import OnSuccess, RoleName, TrainingJob
 from .. import launcher
 from ..labels import JOB_LABEL, object_labels
 from ..names import launcher_config_map_name, role_name, state_config_map_name
+from ..revision_gate import gate_settings
 from .metadata import object_metadata
 
 LAUNCHER_COMPONENT = "launcher"
@@ -47,6 +48,7 @@ def launcher_settings(job: TrainingJob) -> dict[str, Any]:
             "maxRestarts": policy.max_restarts,
             "doNotRetryExitCodes": sorted(set(policy.do_not_retry_exit_codes)),
         },
+        "revisionGate": gate_settings(),
     }
 
 

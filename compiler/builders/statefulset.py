@@ -17,7 +17,7 @@ from ..labels import (
     role_selector,
 )
 from ..names import launcher_account_name, role_name
-from ..revision_gate import revision_variable
+from ..revision_gate import gate_port, revision_variable
 from ..topology import environment
 from .gang import gang_template
 from .metadata import object_metadata, template_metadata
@@ -173,7 +173,8 @@ def statefulset(
         {"name": "HOME", "value": HOME_DIRECTORY}]
     container["env"] = [*environment(job, role_key), revision_variable(), *home,
                         *user_environment(job, role)]
-    container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"}]
+    container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"},
+                          gate_port()]
     resources = _resources(role)
     if resources:
         container["resources"] = resources

@@ -30,7 +30,6 @@ from tests.cluster.local_node import (
     start_local_node,
     wait_for,
 )
-from tfcompile.compiler.revision_gate import gated_arguments, revision_variable
 
 pytestmark = [
     pytest.mark.cluster,
@@ -114,9 +113,14 @@ def test_mnist_trains_under_the_statefulset_controller(node: LocalNode, tmp_path
     remove_namespace(node, namespace, job)
 
 
+RESUMED_EPOCHS = 120
+ROLLED_EPOCHS = 200
+
+
 def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': '"30"'})
+    # An epoch takes about half a second: enough of them that training outlasts the deletion.
+    job = copy_example(tmp_path, "mnist", {'"8"': f'"{RESUMED_EPOCHS}"'})
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -128,13 +132,13 @@ def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_p
     finals = wait_for("the workers' results", lambda: results(node, namespace, job, 2),
                       TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     for final in finals:
-        assert final["epochs_completed"] == 30 and final["initial_epoch"] > 0, finals
+        assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] > 0, finals
         assert final["accuracy"] >= ACCURACY_BAR
     records = progress(node, namespace, job, 1)
     attempts = list(dict.fromkeys(record["attempt"] for record in records))
     assert len(attempts) >= 2, "the deleted worker never trained again"
     resumed = [record["epoch"] for record in records if record["attempt"] == attempts[-1]]
-    assert resumed[0] > 0 and resumed[-1] == 29, records
+    assert resumed[0] > 0 and resumed[-1] == RESUMED_EPOCHS - 1, records
     now = pods(node, namespace)
     assert now[victim]["metadata"]["uid"] != first_uid, "the StatefulSet made a new pod"
     # The survivor's training failed with its peer; the node restarted its container and said so.
@@ -169,30 +173,6 @@ def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> No
     remove_namespace(node, namespace, job)
 
 
-def gate_overlay(job: Job, directory: Path) -> Path:
-    """A Kustomize overlay that puts the revision gate in front of each role's training command,
-    as the launcher will (see `tfcompile.compiler.revision_gate`); the pods already have their
-    revision in `TFCOMPILE_REVISION`."""
-    directory.mkdir(exist_ok=True)
-    patches = []
-    for path in sorted(job.compiled.glob("statefulset-*.yaml")):
-        stateful_set = YAML(typ="safe").load(path.read_text())
-        container = stateful_set["spec"]["template"]["spec"]["containers"][0]
-        operations = [
-            {"op": "replace", "path": "/spec/template/spec/containers/0/args",
-             "value": gated_arguments(container["args"])},
-        ]
-        assert revision_variable() in container["env"]
-        patches.append({"target": {"kind": "StatefulSet",
-                                   "name": stateful_set["metadata"]["name"]},
-                        "patch": json.dumps(operations)})
-    kustomization = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                     "resources": [os.path.relpath(job.compiled, directory)],
-                     "patches": patches}
-    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=1))
-    return directory
-
-
 def job_revision(job: Job) -> str:
     """The revision the compiled job's pods carry."""
     path = next(job.compiled.glob("statefulset-*.yaml"))
@@ -206,10 +186,10 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     the revision gate keeps old and new TF_CONFIGs from training together, and the new cluster
     of three resumes from the checkpoint."""
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': '"40"'})
+    job = copy_example(tmp_path, "mnist", {'"8"': f'"{ROLLED_EPOCHS}"'})
     build(job)
     namespace = fresh_namespace(node)
-    apply(node, gate_overlay(job, tmp_path / "gated"), namespace)
+    apply(node, job.compiled, namespace)
     wait_for("four epochs", lambda: len(progress(node, namespace, job, 0)) >= 4,
              TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     old_revision = job_revision(job)
@@ -217,7 +197,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
         "tfcompile.dev/revision"] == old_revision
     changed = time.monotonic()
     build(job, {"replicas: 2": "replicas: 3"})
-    apply(node, gate_overlay(job, tmp_path / "gated"), namespace)
+    apply(node, job.compiled, namespace)
     new_revision = job_revision(job)
 
     def gate_opened() -> bool:
@@ -232,7 +212,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
                       TRAINING_TIMEOUT, lambda: node.log()[-4000:])
     for final in finals:
         assert final["replicas"] == 3, finals
-        assert final["epochs_completed"] == 40 and final["initial_epoch"] >= 4, finals
+        assert final["epochs_completed"] == ROLLED_EPOCHS and final["initial_epoch"] >= 4, finals
         assert final["accuracy"] >= ACCURACY_BAR
     stateful_set = node.get("statefulset", f"{job.name}-worker", "-n", namespace)
     assert new_revision != old_revision
