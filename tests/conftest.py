@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +78,15 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _records_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Builds in fixtures shared by many tests keep their up-to-date records in the session's
+    temporary directory, never in the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("session-records")))
+        yield
 
 
 @pytest.fixture(autouse=True)
