@@ -8,35 +8,27 @@ and it tells the planner which spec file defines which jobs, so that pruning goe
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
 from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
 
+from .build_record import (
+    KUSTOMIZATION_NAMES,
+    BuildSettings,
+    JobInput,
+    Reusable,
+    SpecInput,
+    available_overlays,
+    script_digest,
+)
 from .compile import CompiledJob, compile_job
 from .output_tree import Plan, plan
 
-KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-
-
-@dataclass(frozen=True)
-class BuildSettings:
-    inputs: Sequence[Path]
-    output: Path
-    overlays: Path
-
-
-def available_overlays(overlays: Path) -> list[str]:
-    """Directories under `overlays` that hold a kustomization."""
-    if not overlays.is_dir():
-        return []
-    return sorted(
-        entry.name
-        for entry in overlays.iterdir()
-        if entry.is_dir() and any((entry / name).is_file() for name in KUSTOMIZATION_NAMES)
-    )
+__all__ = ["KUSTOMIZATION_NAMES", "BuildSettings", "Compilation", "available_overlays",
+           "build_plan", "compile_all", "compile_inputs", "load_all"]
 
 
 def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
@@ -58,10 +50,14 @@ def _relative(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
 
 
-def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
-    """Every job of every input (none when the inputs exist but hold no job); raises one
-    `SpecError` with the problems of all files."""
-    files = list(dict.fromkeys(discover(inputs)))
+def load_all(inputs: Sequence[Path], skipped: Collection[Path] = (),
+             found: Sequence[Path] | None = None) -> list[LoadedJob]:
+    """Every job of every input (none when the inputs exist but hold no job), leaving out the
+    files `skipped`; raises one `SpecError` with the problems of all files. `found` is what
+    `discover` gives for the inputs, when the caller has it."""
+    if found is None:
+        found = list(dict.fromkeys(discover(inputs)))
+    files = [path for path in found if path not in skipped]
     problems: list[LocatedProblem] = []
     loaded: list[LoadedJob] = []
     for path in inputs:
@@ -91,15 +87,30 @@ def load_all(inputs: Sequence[Path]) -> list[LoadedJob]:
 
 @dataclass(frozen=True)
 class Compilation:
-    """The compiled jobs, and for every spec file read (resolved) the jobs it defines."""
+    """The compiled jobs, and for every spec file read (resolved) the jobs it defines; what
+    was read, for the up-to-date record (`build_record`)."""
 
     jobs: list[CompiledJob]
     defined: dict[Path, frozenset[str]]
+    specs: list[SpecInput] = field(default_factory=list)
+    inputs: list[JobInput] = field(default_factory=list)
 
 
-def compile_inputs(settings: BuildSettings) -> Compilation:
-    """Compile every job found in the inputs, or raise one `SpecError` with every problem."""
-    loaded = load_all(settings.inputs)
+def compile_inputs(settings: BuildSettings,
+                   reusable: Mapping[Path, Reusable] | None = None) -> Compilation:
+    """Compile every job found in the inputs, or raise one `SpecError` with every problem.
+
+    The jobs of `reusable` spec files (by the up-to-date record, `build_record.reusable`) are
+    taken from the output tree instead of being loaded and compiled; when one of their names
+    is also defined by a file that is loaded, everything is loaded, to report that as always."""
+    found = list(dict.fromkeys(discover(settings.inputs)))
+    discovered = set(found)
+    reused = {path: item for path, item in (reusable or {}).items() if path in discovered}
+    loaded = load_all(settings.inputs, reused, found)
+    names = {job.job.metadata.name for job in loaded}
+    if any(name in names for item in reused.values() for name in item.spec.jobs):
+        reused = {}
+        loaded = load_all(settings.inputs, (), found)
     available = available_overlays(settings.overlays)
     problems: list[LocatedProblem] = []
     compiled: list[CompiledJob] = []
@@ -114,13 +125,30 @@ def compile_inputs(settings: BuildSettings) -> Compilation:
         components = [_relative(settings.overlays / name, directory)
                       for name in job.job.spec.overlays]
         try:
-            compiled.append(compile_job(job, _relative(job.source, directory), components))
+            result = compile_job(job, _relative(job.source, directory), components)
         except SpecError as error:
             problems.extend(error.problems)
+            continue
+        # Only the text is written: memory per job is its files, not its objects as well.
+        compiled.append(CompiledJob(result.name, [], result.files))
     if problems:
         raise SpecError(problems)
+    specs: dict[Path, SpecInput] = {}
+    for job in loaded:
+        known = specs.get(job.source)
+        defines = (*known.jobs, job.job.metadata.name) if known else (job.job.metadata.name,)
+        specs[job.source] = SpecInput(job.source, job.source_digest, defines)
+    inputs = [JobInput(job.job.metadata.name, job.source, job.job.spec.script,
+                       script_digest(job.script), tuple(job.job.spec.overlays))
+              for job in loaded]
+    for path, item in reused.items():
+        defined[path.resolve()] = set(item.spec.jobs)
+        specs[path] = item.spec
+        inputs.extend(item.jobs)
+        compiled.extend(CompiledJob(name, [], files) for name, files in item.outputs.items())
     return Compilation(sorted(compiled, key=lambda job: job.name),
-                       {path: frozenset(names) for path, names in defined.items()})
+                       {path: frozenset(names) for path, names in defined.items()},
+                       list(specs.values()), inputs)
 
 
 def compile_all(settings: BuildSettings) -> list[CompiledJob]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_V
 from .output_errors import OutputEnvironmentError, OutputRefused
 
 if TYPE_CHECKING:
-    from .build import BuildSettings
+    from .build_record import BuildSettings, Reusable
     from .output_tree import Plan
 
 EXIT_OK = 0
@@ -33,12 +33,8 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
-    from tfcompile.spec.loading import display_path
-
-    from .build import BuildSettings, build_plan, compile_inputs
-    from .immutable_fields import immutable_changes
+    from .build_record import BuildSettings, environment_digest, reusable, up_to_date
     from .output_lock import locked
-    from .output_tree import write
 
     settings = BuildSettings(
         inputs=[Path(p) for p in arguments.paths] or [Path(".")],
@@ -47,22 +43,51 @@ def _build(arguments: argparse.Namespace) -> int:
     )
     with locked(settings.output, exclusive=not arguments.check):
         # Specs are read under the lock too: of two builds at once, the later sees the newer.
-        compilation = compile_inputs(settings)
-        changes = build_plan(settings, compilation)
-        if not compilation.jobs and not changes.prunes:
-            shown = ", ".join(display_path(path) for path in settings.inputs)
-            print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
-                  f"and nothing to prune in {settings.output}", file=sys.stderr)
+        environment = environment_digest()
+        unchanged = reusable(settings, environment)
+        current = up_to_date(settings, unchanged)
+        if current is not None:  # nothing changed since the recorded build: no spec is loaded
+            if arguments.check:
+                print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
+            else:
+                print(f"tfcompile: built {current} job(s) into {settings.output} "
+                      "(0 file(s) changed)", file=sys.stderr)
             return EXIT_OK
-        refused = [] if arguments.allow_recreate else immutable_changes(changes)
-        for change in refused:
-            print(f"tfcompile: {change.explain()}", file=sys.stderr)
-        if refused:
-            print("tfcompile: nothing was written", file=sys.stderr)
-            return EXIT_FAILED
-        if arguments.check:
-            return _report_check(settings, changes)
-        changed = write(changes)
+        return _full_build(arguments, settings, environment, unchanged)
+
+
+def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environment: str,
+                unchanged: Mapping[Path, Reusable]) -> int:
+    """Load and compile every job (those `unchanged` are read from the output tree instead),
+    plan the output tree (under its lock), then write or check."""
+    from tfcompile.spec.loading import display_path
+
+    from .build import build_plan, compile_inputs
+    from .build_record import save
+    from .immutable_fields import immutable_changes
+    from .output_tree import write
+
+    compilation = compile_inputs(settings, unchanged)
+    changes = build_plan(settings, compilation)
+    if not compilation.jobs and not changes.prunes:
+        shown = ", ".join(display_path(path) for path in settings.inputs)
+        print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
+              f"and nothing to prune in {settings.output}", file=sys.stderr)
+        return EXIT_OK
+    refused = [] if arguments.allow_recreate else immutable_changes(changes)
+    for change in refused:
+        print(f"tfcompile: {change.explain()}", file=sys.stderr)
+    if refused:
+        print("tfcompile: nothing was written", file=sys.stderr)
+        return EXIT_FAILED
+    outputs = {job.name: job.files for job in compilation.jobs}
+    if arguments.check:
+        status = _report_check(settings, changes)
+        if status == EXIT_OK:
+            save(settings, environment, compilation.specs, compilation.inputs, outputs)
+        return status
+    changed = write(changes)
+    save(settings, environment, compilation.specs, compilation.inputs, outputs)
     _report_prunes(changes, "pruned")
     print(
         f"tfcompile: built {len(compilation.jobs)} job(s) into {settings.output} "

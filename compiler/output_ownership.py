@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
-from .compile import GENERATED_MARK, KUSTOMIZATION_FILE
+from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source
 from .output_errors import OutputEnvironmentError, shown
 
 MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
 """A recorded source larger than this is not read; the job directory is then kept."""
 
-_SOURCE = re.compile(rf"^# {re.escape(GENERATED_MARK)} from (?P<source>.+); edit that file")
 _MISSING = {errno.ENOENT, errno.ENOTDIR}
 
 
@@ -83,8 +79,9 @@ def generated_directory(directory: Path) -> JobDirectory | None:
     first = text.split("\n", 1)[0]
     if GENERATED_MARK not in first:
         return None
-    match = _SOURCE.match(first)
     files = [KUSTOMIZATION_FILE]
+    from ruamel.yaml import YAML  # here: a build whose output is current reads no YAML
+
     try:
         document = YAML(typ="safe", pure=True).load(text)
     except Exception:  # a damaged kustomization: only the file itself is known to be ours
@@ -95,7 +92,7 @@ def generated_directory(directory: Path) -> JobDirectory | None:
                 and "\\" not in resource and not resource.startswith(".")
                 and resource not in files):
             files.append(resource)
-    return JobDirectory(directory, files, match.group("source") if match else None)
+    return JobDirectory(directory, files, recorded_source(first))
 
 
 def owned_files(job_directory: Path) -> list[str] | None:
@@ -114,6 +111,8 @@ def source_path(directory: JobDirectory) -> Path | None:
 def jobs_defined_in(path: Path) -> frozenset[str] | None:
     """Names of the TrainingJobs a file defines; None when that cannot be told (unreadable,
     not YAML, too large): the caller then keeps what depends on it."""
+    from ruamel.yaml import YAML
+
     try:
         if os.stat(path).st_size > MAXIMUM_SPEC_BYTES:
             return None

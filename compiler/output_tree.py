@@ -29,8 +29,10 @@ from pathlib import Path
 
 from .compile import KUSTOMIZATION_FILE, CompiledJob
 from .directory_swap import exchange, move_into_place
+from .generated_mark import recorded_source
 from .output_errors import OutputEnvironmentError, OutputRefused, shown
 from .output_ownership import (
+    JobDirectory,
     entries,
     generated_directory,
     jobs_defined_in,
@@ -100,7 +102,7 @@ def _plan_built_job(output: Path, job: CompiledJob, source: Path | None,
                         "or give the job another name")
         return [], []
     present = entries(directory)
-    generated = generated_directory(directory)
+    generated = _as_compiled(directory, job) or generated_directory(directory)
     if generated is None:
         if present:
             refusals.append(
@@ -133,6 +135,17 @@ def _plan_built_job(output: Path, job: CompiledJob, source: Path | None,
                       and stat.S_ISREG(present[name].st_mode))
     kept = sorted(name for name in present if name not in owned and name not in job.files)
     return removals, kept
+
+
+def _as_compiled(directory: Path, job: CompiledJob) -> JobDirectory | None:
+    """The job directory as `generated_directory` reads it, without parsing, when its
+    kustomization is byte for byte the one `job` compiles to (it lists the job's other files)."""
+    text = _read(directory / KUSTOMIZATION_FILE)
+    if text is None or text != job.files.get(KUSTOMIZATION_FILE):
+        return None
+    resources = [name for name in job.files if name != KUSTOMIZATION_FILE]
+    return JobDirectory(directory, [KUSTOMIZATION_FILE, *resources],
+                        recorded_source(text.split("\n", 1)[0]))
 
 
 def plan(output: Path, jobs: Iterable[CompiledJob],

@@ -10,6 +10,14 @@ serializer: the bytes are the ones those would produce, without the per-document
 building a dumper and resolving every scalar twice. libyaml's emitter (PyYAML's or ruamel's C
 one) is not used: it writes some strings differently (tabs in a script, characters beyond the
 Basic Multilingual Plane), and committed output must not change with the emitter.
+
+Most documents take a shorter road still: the block layout these settings give (two-space
+indents, sequences not indented under their key, lines never folded) is written here directly,
+scalar by scalar, with the style ruamel's emitter would choose from its own analysis of the
+text. Whatever that layout does not cover (a key that is not a plain string, a nested sequence,
+a double-quoted or multi-line quoted scalar, an empty collection in a sequence, a literal block
+that keeps its trailing newlines, unusual line breaks) sends the whole document to ruamel's
+emitter instead; a test compares both with ruamel's dumper on fuzzed documents.
 """
 
 from __future__ import annotations
@@ -178,15 +186,154 @@ def _emitter(stream: io.StringIO) -> _Emitter:
     return emitter
 
 
-def dump(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
-    """One YAML document, with optional comment lines before it."""
-    stream = io.StringIO()
-    for line in header:
-        stream.write(f"# {line}\n" if line else "#\n")
+def _dump_with_events(document: Mapping[str, Any], stream: io.StringIO) -> None:
     events: list[Event] = [StreamStartEvent(), DocumentStartEvent(explicit=False)]
     _events(document, events)
     events.extend([DocumentEndEvent(explicit=False), StreamEndEvent()])
     emitter = _emitter(stream)
     for event in events:
         emitter.emit(event)
+
+
+class _NotInLayout(Exception):
+    """The document holds something the direct layout does not write; ruamel's emitter does."""
+
+
+_ANALYZER = _emitter(io.StringIO())
+_LINE_BREAKS_BEYOND_NEWLINE = ("\x85", "\u2028", "\u2029", "\r")
+_SIMPLE_KEY_LENGTH = 100  # ruamel writes `? key` from 128 characters with the tag: stay below
+
+
+def _analysis(text: str) -> Any:
+    return _ANALYZER.analyze_scalar(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _plain_key(key: str) -> str:
+    """A key as ruamel writes a simple key, when it writes it plain."""
+    analysis = _analysis(key)
+    if (len(key) >= _SIMPLE_KEY_LENGTH or analysis.empty or analysis.multiline
+            or not analysis.allow_block_plain or _resolved_tag(key, (1, 2)) != str(_STRING)):
+        raise _NotInLayout
+    return key
+
+
+def _quoted(text: str, plain_requested: bool) -> str:
+    """What ruamel's `choose_scalar_style` and `write_single_quoted` make of a string value
+    outside a key, after the colon or dash (which leaves no whitespace behind it)."""
+    analysis = _analysis(text)
+    if analysis.multiline:
+        raise _NotInLayout
+    if plain_requested:
+        if analysis.allow_block_plain:
+            return " " + text
+        if analysis.allow_double_quoted and "'" in text:
+            raise _NotInLayout
+    if not analysis.allow_single_quoted:
+        raise _NotInLayout
+    return " '" + text.replace("'", "''") + "'"
+
+
+@functools.lru_cache(maxsize=16384)
+def _remembered_scalar(text: str) -> str:
+    return _short_scalar(text)
+
+
+def _short_scalar(text: str) -> str:
+    if "\n" in text and _block_safe(text):
+        raise _NotInLayout  # a literal block: its indentation depends on where it is
+    return _quoted(text, _read_as_string_by_every_parser(text))
+
+
+def _literal(text: str, indent: int) -> str:
+    """A literal block as ruamel's `write_literal` lays it out (not at the document's root)."""
+    if any(character in text for character in _LINE_BREAKS_BEYOND_NEWLINE):
+        raise _NotInLayout
+    hints = "2" if text[0] in " \n" else ""
+    if not text.endswith("\n"):
+        hints += "-"
+    elif len(text) == 1 or text[-2] == "\n":
+        raise _NotInLayout  # `|+` may leave the stream open-ended (`...`)
+    pad = " " * indent
+    body = "\n".join(pad + line if line else "" for line in text.split("\n"))
+    return f" |{hints}\n{body}" + ("" if text.endswith("\n") else "\n")
+
+
+def _scalar_text(value: Any, indent: int) -> str:
+    """A scalar after `key:` or `-`, with its line break; `indent` is where a block's lines go."""
+    if isinstance(value, str):
+        if len(value) <= _REMEMBERED_LENGTH_MAXIMUM and "\n" not in value:
+            return _remembered_scalar(value) + "\n"
+        if "\n" in value and _block_safe(value):
+            return _literal(value, indent)
+        return _quoted(value, _read_as_string_by_every_parser(value)) + "\n"
+    if value is True:
+        return " true\n"
+    if value is False:
+        return " false\n"
+    if isinstance(value, int):
+        text = str(value)
+        if (not _analysis(text).allow_block_plain
+                or _resolved_tag(text, (1, 2)) != str(_INTEGER)):
+            raise _NotInLayout
+        return f" {text}\n"
+    raise _NotInLayout
+
+
+def _layout_mapping(mapping: Mapping[Any, Any], indent: int, out: list[str],
+                    inline: bool) -> None:
+    """A non-empty block mapping whose keys start at column `indent` (the first one right after
+    a sequence's dash when `inline`)."""
+    pad = " " * indent
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise _NotInLayout
+        out.append(_plain_key(key) if inline else pad + _plain_key(key))
+        inline = False
+        if isinstance(value, Mapping):
+            if value:
+                out.append(":\n")
+                _layout_mapping(value, indent + 2, out, inline=False)
+            else:
+                out.append(": {}\n")
+        elif isinstance(value, list | tuple):
+            if value:
+                out.append(":\n")
+                _layout_sequence(value, indent, out)
+            else:
+                out.append(": []\n")
+        elif value is None:
+            out.append(":\n")
+        else:
+            out.append(":" + _scalar_text(value, indent + 2))
+
+
+def _layout_sequence(sequence: Sequence[Any], indent: int, out: list[str]) -> None:
+    """A non-empty block sequence whose dashes are at column `indent`."""
+    dash = " " * indent + "-"
+    for item in sequence:
+        out.append(dash)
+        if isinstance(item, Mapping) and item:
+            out.append(" ")
+            _layout_mapping(item, indent + 2, out, inline=True)
+        elif isinstance(item, Mapping | list | tuple) or item is None:
+            raise _NotInLayout
+        else:
+            out.append(_scalar_text(item, indent + 2))
+
+
+def dump(document: Mapping[str, Any], header: Sequence[str] = ()) -> str:
+    """One YAML document, with optional comment lines before it."""
+    lines = [f"# {line}\n" if line else "#\n" for line in header]
+    if isinstance(document, Mapping) and document:
+        out: list[str] = []
+        try:
+            _layout_mapping(document, 0, out, inline=False)
+        except _NotInLayout:
+            pass
+        else:
+            return "".join(lines) + "".join(out)
+    stream = io.StringIO()
+    stream.write("".join(lines))
+    _dump_with_events(document, stream)
     return stream.getvalue()

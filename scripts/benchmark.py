@@ -6,8 +6,11 @@ alike, and the medians are printed with their ratios. The peer is `helm template
 hand-written chart in `benchmark_chart/`, which renders the same objects (a headless Service and a
 StatefulSet per role, TF_CONFIG built with Go templates); the floor is Python importing pydantic
 and ruamel.yaml, which tfcompile cannot go below. `validate` is shown next to `kubectl kustomize`
-(or `kustomize build`) alone, the part of its time that is Kustomize's. Prints numbers, asserts
-nothing. Run: `.venv/bin/python scripts/benchmark.py [--rounds N]`.
+(or `kustomize build`) alone, the part of its time that is Kustomize's. Builds keep their
+up-to-date records in the benchmark's own temporary directory; the rows marked "no record" run
+without one, as a fresh clone in CI does, and the "fresh output" rows build into a new directory
+each round, where no record can help. Prints numbers, asserts nothing. Run:
+`.venv/bin/python scripts/benchmark.py [--rounds N]`.
 """
 
 from __future__ import annotations
@@ -121,12 +124,15 @@ class Case:
     tfcompile: Callable[[int], list[list[str]]]  # round -> commands run for one measurement
     peer: Callable[[], list[list[str]]] | None = None
     goal: str = ""
+    prepare: Callable[[int], None] | None = None  # round -> work before it, not measured
     results: dict[str, Measured] = field(default_factory=dict)
 
 
 def measure(cases: list[Case], rounds: int, cwd: Path) -> None:
     for number in range(rounds):
         for case in cases:
+            if case.prepare is not None:
+                case.prepare(number)
             for column, commands in (
                 ("tfcompile", case.tfcompile(number)),
                 ("peer", case.peer() if case.peer else []),
@@ -183,16 +189,27 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
     print(f"before: {load()}")
     with tempfile.TemporaryDirectory(prefix="tfcompile-benchmark-") as temporary:
         root = Path(temporary)
+        os.environ["TFCOMPILE_CACHE_DIR"] = str(root / "records")
         write_jobs(root / "one", ["job-0"], 2)
         fleet = [f"job-{number}" for number in range(FLEET_SIZE)]
         write_jobs(root / "fleet", fleet, 2)
+        write_jobs(root / "edited", fleet, 2)
         write_jobs(root / "large", ["large"], LARGE_WORKERS)
         overlays = str(REPOSITORY / "overlays")
 
         def build(inputs: str, output: str, *extra: str) -> list[str]:
             return [*tfcompile, "build", inputs, "-o", output, "--overlays", overlays, *extra]
 
-        for inputs, output in (("fleet", "fleet-output"), ("large", "large-output")):
+        def without_record(command: list[str]) -> list[str]:
+            return ["env", "TFCOMPILE_CACHE_DIR=", *command]
+
+        def edit_one_job(number: int) -> None:
+            """A commit that changes one job: every round gives job-0 another worker count."""
+            (root / "edited" / "job-0" / "job.yaml").write_text(
+                JOB.format(name="job-0", workers=3 + number))
+
+        for inputs, output in (("fleet", "fleet-output"), ("edited", "edited-output"),
+                               ("large", "large-output")):
             run(build(inputs, output), root)
 
         def helm_runs(names: Sequence[str]) -> Callable[[], list[list[str]]]:
@@ -212,6 +229,15 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                  lambda number: [build("fleet", "fleet-output")], helm_runs(fleet)),
             Case(f"build --check: {FLEET_SIZE} jobs, up to date",
                  lambda number: [build("fleet", "fleet-output", "--check")], helm_runs(fleet)),
+            Case(f"build: {FLEET_SIZE} jobs, one spec edited",
+                 lambda number: [build("edited", "edited-output")], helm_runs(fleet),
+                 prepare=edit_one_job),
+            Case(f"build: {FLEET_SIZE} jobs, no change, no record",
+                 lambda number: [without_record(build("fleet", "fleet-output"))],
+                 helm_runs(fleet)),
+            Case(f"build --check: {FLEET_SIZE} jobs, up to date, no record",
+                 lambda number: [without_record(build("fleet", "fleet-output", "--check"))],
+                 helm_runs(fleet)),
             Case(f"validate: one job of {LARGE_WORKERS} workers",
                  lambda number: [[*tfcompile, "validate", "large-output/large"]],
                  (lambda: [[*kustomize, "large-output/large"]]) if kustomize else None,

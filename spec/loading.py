@@ -11,10 +11,11 @@ looked for in every value (`secrets.py`), and the script is confined to the job'
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
+from .discovery import discover, is_job_file
 from .messages import describe_validation_error
 from .models import KIND, TrainingJob
 from .plain_data import MAXIMUM_VALUES, Locations, PlainCopier, TooManyValues, node_position
@@ -42,9 +44,6 @@ from .yaml_limits import MAXIMUM_FILE_BYTES, check_tokens, describe_yaml_error
 
 __all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
 
-YAML_SUFFIXES = (".yaml", ".yml")
-
-
 @dataclass(frozen=True)
 class LoadedJob:
     """A valid job spec with its source file, script and value positions."""
@@ -53,6 +52,8 @@ class LoadedJob:
     source: Path
     script: Script | None
     locations: Locations
+    source_digest: str = ""
+    """SHA-256 of the bytes of `source` this job was loaded from (hex)."""
 
     def locate(self, problem: Problem) -> LocatedProblem:
         location = self.locations.locate(problem.path, key=problem.key)
@@ -92,8 +93,10 @@ def _read_text(path: Path, shown: str) -> str:
         refuse(f"not UTF-8 text (byte {error.start + 1}: {error.reason})")
 
 
-def _read_documents(path: Path, shown: str) -> list[Any]:
+def _read_documents(path: Path, shown: str) -> tuple[str, list[Any]]:
+    """The SHA-256 of the file's bytes, and its documents."""
     text = _read_text(path, shown)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     parser = YAML(typ="rt")
     try:
         problems = check_tokens(text, shown)
@@ -103,7 +106,8 @@ def _read_documents(path: Path, shown: str) -> list[Any]:
             # ruamel warns about a reused anchor (which YAML allows) by printing the lines
             # that hold it: input must not reach the terminal.
             warnings.simplefilter("ignore")
-            return [document for document in parser.load_all(text) if document is not None]
+            return digest, [document for document in parser.load_all(text)
+                            if document is not None]
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -121,12 +125,12 @@ def load_jobs(path: Path) -> list[LoadedJob]:
     shown = display_path(path)
     problems: list[LocatedProblem] = []
     loaded: list[LoadedJob] = []
-    documents = _read_documents(path, shown)
+    digest, documents = _read_documents(path, shown)
     if not documents:
         raise SpecError([LocatedProblem(Location(shown, 1, 1), (), "the file has no document")])
     for document in documents:
         try:
-            loaded.append(_load_document(document, path, shown))
+            loaded.append(_load_document(document, path, shown, digest))
         except SpecError as error:
             problems.extend(error.problems)
     if problems:
@@ -134,7 +138,7 @@ def load_jobs(path: Path) -> list[LoadedJob]:
     return loaded
 
 
-def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
+def _load_document(document: Any, path: Path, shown: str, digest: str) -> LoadedJob:
     locations = Locations(shown)
     locations.record((), node_position(document), None)
     copier = PlainCopier(locations)
@@ -191,36 +195,5 @@ def _load_document(document: Any, path: Path, shown: str) -> LoadedJob:
                 problems.append(command_problem)
     if problems:
         raise fail(problems)
-    return LoadedJob(job=job, source=path, script=script, locations=locations)
-
-
-def is_job_file(path: Path) -> bool:
-    """Whether a YAML file holds a TrainingJob (a cheap look, without parsing)."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(descriptor, "rb") as handle:
-            head = handle.read(65536).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return any(
-        line.split(":", 1)[0].strip() == "kind" and line.split(":", 1)[1].strip() == KIND
-        for line in head.splitlines()
-        if ":" in line
-    )
-
-
-def discover(paths: Iterable[Path]) -> Iterator[Path]:
-    """Job files among `paths`: files as given, directories searched for `kind: TrainingJob`;
-    paths that do not exist are left to the caller to report."""
-    for path in paths:
-        if path.is_dir():
-            for root, directories, files in os.walk(path):
-                directories[:] = sorted(d for d in directories if not d.startswith("."))
-                for name in sorted(files):
-                    candidate = Path(root) / name
-                    if name.endswith(YAML_SUFFIXES) and is_job_file(candidate):
-                        yield candidate
-        elif path.exists():
-            yield path
+    return LoadedJob(job=job, source=path, script=script, locations=locations,
+                     source_digest=digest)

@@ -25,9 +25,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from .discovery import KIND as KIND
 from .pod_template import INGRESS_RULE_DEFINITION, ROOT_DEFINITION, reference_schema
-
-KIND = "TrainingJob"
 
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_1035_LABEL_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"

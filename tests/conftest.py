@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,11 +80,23 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _records_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Builds in fixtures shared by many tests keep their up-to-date records in the session's
+    temporary directory, never in the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("session-records")))
+        yield
+
+
 @pytest.fixture(autouse=True)
-def _run_in_repository(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Relative paths in messages are relative to the working directory; pin it."""
+def _run_in_repository(monkeypatch: pytest.MonkeyPatch,
+                       tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Relative paths in messages are relative to the working directory; pin it. Each test
+    keeps its own records of up-to-date builds, so its first build of a tree is a full one."""
     monkeypatch.chdir(REPOSITORY)
     monkeypatch.delenv("TFCOMPILE_DEBUG", raising=False)
+    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("build-records")))
 
 
 def in_ci() -> bool:

@@ -1,0 +1,327 @@
+"""The record of a build whose output is current, so that the next build can say so at once.
+
+`tfcompile build` runs in every pre-commit hook, and most commits change no job. After a build
+(or a `--check`) that leaves the output equal to what the specs compile to, this record keeps a
+SHA-256 of everything that determines that output, and of the output itself: the bytes of every
+spec file and script file compiled and where each resolves, the overlays each job names, the
+tfcompile code (every file of its two packages), the Python and the installed distributions
+(their names and versions), and every output file. The next build with the same arguments from
+the same working directory computes all of it again, without importing pydantic or
+ruamel.yaml, and when everything matches, and the output tree holds exactly the recorded
+files (regular files in real directories, nothing else, no leftover of a killed build), it
+reports the tree current without loading a spec. Anything else (an edited, added or removed
+spec, script or output file, a link, a foreign file, other tfcompile code, another Python)
+goes through the full build, which behaves as it always did.
+
+The record lives outside the output tree, in the user's cache directory (`TFCOMPILE_CACHE_DIR`
+when set; set empty, no record is kept): committed output stays exactly what the compiler
+writes, and a fresh clone (CI) builds in full. A record that cannot be read or written is
+ignored, and one that is out of date only costs the look.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfcompile.spec import discovery
+from tfcompile.spec.discovery import discover
+from tfcompile.spec.problems import display_path
+from tfcompile.spec.scripts import Script, read_script
+
+from .generated_mark import KUSTOMIZATION_FILE, recorded_source
+from .output_errors import OutputEnvironmentError
+from .output_ownership import entries, read_regular
+
+KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+RECORD_FORMAT = 1
+MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
+"""Larger specs are not digested here (the loader refuses them anyway)."""
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    inputs: Sequence[Path]
+    output: Path
+    overlays: Path
+
+
+@dataclass(frozen=True)
+class SpecInput:
+    """A spec file compiled: its path as found, the SHA-256 of its bytes, the jobs it defines."""
+
+    path: Path
+    digest: str
+    jobs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """What else a job's output depends on: its script as written and read, its overlays."""
+
+    name: str
+    source: Path
+    script: str | None
+    script_digest: str | None
+    overlays: tuple[str, ...]
+
+
+def available_overlays(overlays: Path) -> list[str]:
+    """Directories under `overlays` that hold a kustomization."""
+    if not overlays.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in overlays.iterdir()
+        if entry.is_dir() and any((entry / name).is_file() for name in KUSTOMIZATION_NAMES)
+    )
+
+
+def script_digest(script: Script | None) -> str | None:
+    """A SHA-256 of every file a script ships: keys, paths under the mount and text."""
+    if script is None:
+        return None
+    listed = [script.directory, [[file.key, file.path, file.text] for file in script.files]]
+    return _digest(json.dumps(listed).encode("utf-8"))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _package_files(directory: Path) -> list[Path]:
+    found: list[Path] = []
+    for root, directories, files in os.walk(directory):
+        directories[:] = sorted(d for d in directories if d != "__pycache__")
+        found.extend(Path(root) / name for name in sorted(files))
+    return found
+
+
+def code_digest(directories: Sequence[Path]) -> str:
+    """A SHA-256 of every file under `directories` (compiled caches left out)."""
+    digest = hashlib.sha256()
+    for directory in directories:
+        for path in _package_files(directory):
+            data = path.read_bytes()
+            digest.update(f"{path.relative_to(directory)}\0{len(data)}\0".encode())
+            digest.update(data)
+    return digest.hexdigest()
+
+
+def environment_digest() -> str:
+    """What tfcompile runs with: its own code, the Python, and the name and version of every
+    distribution installed where it imports from (pydantic, ruamel.yaml, kubernetes-validate's
+    schemas, ...)."""
+    packages = [Path(__file__).resolve().parent, Path(discovery.__file__).resolve().parent]
+    installed = []
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        distributions = sorted(n for n in names if n.endswith((".dist-info", ".egg-info")))
+        if distributions:  # not the script's own directory, which `python -m` replaces
+            installed.append([entry, distributions])
+    described = json.dumps([sys.version, sys.executable, code_digest(packages), installed])
+    return _digest(described.encode("utf-8"))
+
+
+def cache_directory() -> Path | None:
+    """Where records are kept; None when keeping them is turned off."""
+    configured = os.environ.get("TFCOMPILE_CACHE_DIR")
+    if configured is not None:
+        return Path(configured) if configured else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tfcompile" / "builds"
+
+
+def _arguments(settings: BuildSettings) -> list[object]:
+    return [os.getcwd(), [str(path) for path in settings.inputs], str(settings.output),
+            str(settings.overlays)]
+
+
+def _record_path(settings: BuildSettings) -> Path | None:
+    directory = cache_directory()
+    if directory is None:
+        return None
+    key = _digest(json.dumps(_arguments(settings)).encode("utf-8"))
+    return directory / f"{key[:32]}.json"
+
+
+def save(settings: BuildSettings, environment: str, specs: Sequence[SpecInput],
+         jobs: Sequence[JobInput], outputs: Mapping[str, Mapping[str, str]]) -> None:
+    """Record a build whose output tree now holds `outputs` (job -> file name -> text), all of
+    it compiled from `specs` and `jobs` as read; call under the tree's lock."""
+    path = _record_path(settings)
+    if path is None or not jobs:
+        return
+    record = {
+        "format": RECORD_FORMAT,
+        "arguments": _arguments(settings),
+        "environment": environment,
+        "output": os.path.realpath(settings.output),
+        "overlays": os.path.realpath(settings.overlays),
+        "specs": [{"path": str(spec.path), "resolved": os.path.realpath(spec.path),
+                   "digest": spec.digest, "jobs": list(spec.jobs)} for spec in specs],
+        "jobs": [{"name": job.name, "source": str(job.source), "script": job.script,
+                  "scriptDigest": job.script_digest, "overlays": list(job.overlays),
+                  "files": {name: _digest(text.encode("utf-8"))
+                            for name, text in sorted(outputs[job.name].items())}}
+                 for job in jobs],
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".record-",
+                                         delete=False, encoding="utf-8") as handle:
+            json.dump(record, handle)
+        os.replace(handle.name, path)
+    except OSError:
+        return  # the record only saves time: a build never fails for want of it
+
+
+def _read_record(settings: BuildSettings, environment: str) -> dict[str, Any] | None:
+    path = _record_path(settings)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record: Any = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(record, dict) or record.get("format") != RECORD_FORMAT
+            or record.get("arguments") != _arguments(settings)
+            or record.get("environment") != environment):
+        return None
+    return record
+
+
+def _spec_digest(path: Path) -> str | None:
+    """The SHA-256 of a spec file's bytes, read as the loader reads it; None when it is no
+    regular file, too large or unreadable."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        data = handle.read(MAXIMUM_SPEC_BYTES + 1)
+    return _digest(data) if len(data) <= MAXIMUM_SPEC_BYTES else None
+
+
+def _script_matches(job: dict[str, Any]) -> bool:
+    written = job["script"]
+    if written is None:
+        return job["scriptDigest"] is None
+    source = Path(str(job["source"]))
+    script, problems = read_script(str(written), source, display_path(source))
+    return not problems and script is not None and script_digest(script) == job["scriptDigest"]
+
+
+def _job_output(output: Path, job: dict[str, Any], resolved_spec: str) -> dict[str, str] | None:
+    """The texts of a job's output directory when it holds exactly the recorded files, regular
+    files with the recorded digests, and its kustomization names the recorded spec."""
+    directory = output / str(job["name"])
+    files: dict[str, str] = job["files"]
+    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+        return None
+    present = entries(directory)
+    if set(present) != set(files) or not all(stat.S_ISREG(status.st_mode)
+                                             for status in present.values()):
+        return None
+    texts = {}
+    for name, digest in files.items():
+        text = read_regular(directory / name)
+        if text is None or _digest(text.encode("utf-8")) != digest:
+            return None
+        texts[name] = text
+    source = recorded_source(texts[KUSTOMIZATION_FILE].split("\n", 1)[0])
+    if source is None or os.path.realpath(os.path.join(directory, source)) != resolved_spec:
+        return None
+    return texts
+
+
+@dataclass(frozen=True)
+class Reusable:
+    """A spec file whose bytes, script, overlays and output are as recorded: what compiling it
+    again would give is already in the output tree."""
+
+    spec: SpecInput
+    jobs: tuple[JobInput, ...]
+    outputs: dict[str, dict[str, str]]
+    """Job name -> file name -> text, as read from the output tree."""
+
+
+def _reusable_spec(settings: BuildSettings, spec: dict[str, Any], jobs: list[dict[str, Any]],
+                   available: set[str]) -> Reusable | None:
+    path = Path(spec["path"])
+    if (os.path.realpath(path) != spec["resolved"] or _spec_digest(path) != spec["digest"]
+            or sorted(spec["jobs"]) != sorted(job["name"] for job in jobs)):
+        return None
+    outputs = {}
+    for job in jobs:
+        if not set(job["overlays"]) <= available or not _script_matches(job):
+            return None
+        texts = _job_output(settings.output, job, spec["resolved"])
+        if texts is None:
+            return None
+        outputs[str(job["name"])] = texts
+    return Reusable(
+        SpecInput(path, str(spec["digest"]), tuple(spec["jobs"])),
+        tuple(JobInput(job["name"], path, job["script"], job["scriptDigest"],
+                       tuple(job["overlays"])) for job in jobs),
+        outputs)
+
+
+def reusable(settings: BuildSettings, environment: str) -> dict[Path, Reusable]:
+    """The spec files (as found) that need no compiling, by the record (call under the tree's
+    lock); the others are loaded and compiled, and the output tree is planned as always."""
+    record = _read_record(settings, environment)
+    if record is None:
+        return {}
+    try:
+        return _reusable(settings, record)
+    except (OSError, OutputEnvironmentError, KeyError, TypeError, ValueError):
+        return {}  # unreadable here: the full build says so, or finds nothing wrong
+
+
+def _reusable(settings: BuildSettings, record: dict[str, Any]) -> dict[Path, Reusable]:
+    if (os.path.realpath(settings.output) != record["output"]
+            or os.path.realpath(settings.overlays) != record["overlays"]
+            or not stat.S_ISDIR(os.lstat(settings.output).st_mode)):
+        return {}
+    available = set(available_overlays(settings.overlays))
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for job in record["jobs"]:
+        by_source.setdefault(job["source"], []).append(job)
+    found = {}
+    for spec in record["specs"]:
+        reused = _reusable_spec(settings, spec, by_source.get(spec["path"], []), available)
+        if reused is not None:
+            found[reused.spec.path] = reused
+    return found
+
+
+def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable]) -> int | None:
+    """The number of jobs when every job file found is `reusable` and the output directory
+    holds their job directories and nothing else: the output is current. None when the build
+    has to load something (call under the tree's lock)."""
+    try:
+        if not reusable or not all(path.exists() for path in settings.inputs):
+            return None
+        if set(dict.fromkeys(discover(settings.inputs))) != set(reusable):
+            return None
+        names = [name for item in reusable.values() for name in item.spec.jobs]
+        if set(entries(settings.output)) != set(names):
+            return None  # a foreign entry, a job directory to prune, a killed build's leftover
+    except (OSError, OutputEnvironmentError):
+        return None
+    return len(names)
