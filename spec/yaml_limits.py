@@ -5,6 +5,11 @@ accepts only `%YAML 1.1` and `1.2` by an assertion, and turns integers into Pyth
 than 4,300 digits end in ValueError). The scanner that produces tokens is an iterative state
 machine, so walking its tokens first turns each of these into a located problem instead of a
 traceback. Error messages of the YAML library are scrubbed here too: they quote input.
+
+The tokens come from libyaml's scanner (ruamel.yaml.clib), an order of magnitude faster than the
+pure-Python one and giving the same tokens; text it refuses (libyaml is stricter in a few
+places, a colon in a plain scalar inside a flow mapping among them) is scanned again by the
+pure-Python scanner, which decides as it always did.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import re
 from collections.abc import Iterator
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.tokens import (
     BlockEndToken,
     BlockMappingStartToken,
@@ -63,7 +68,28 @@ def check_tokens(text: str, shown: str) -> list[LocatedProblem]:
     """Problems of the YAML text that the YAML library would turn into a crash: unsupported
     `%YAML` versions, nesting deeper than `MAXIMUM_DEPTH`, numbers too long to convert.
     Raises the library's `MarkedYAMLError` for text that is not YAML at all."""
-    return list(_token_problems(YAML(typ="rt").scan(text), shown))
+    try:
+        return list(_token_problems(c_tokens(text), shown))
+    except (YAMLError, ValueError, TypeError):
+        return list(_token_problems(pure_tokens(text), shown))
+
+
+def pure_tokens(text: str) -> Iterator[Token]:
+    """The tokens of ruamel's pure-Python scanner, the one the spec's parser uses."""
+    return iter(YAML(typ="rt").scan(text))
+
+
+def c_tokens(text: str) -> Iterator[Token]:
+    """The tokens of libyaml's scanner; without ruamel.yaml.clib, the pure-Python scanner's."""
+    try:
+        from _ruamel_yaml import CParser  # type: ignore[import-not-found]
+    except ImportError:
+        return pure_tokens(text)
+    parser = CParser(text)
+    tokens: list[Token] = []
+    while (token := parser.get_token()) is not None:
+        tokens.append(token)
+    return iter(tokens)
 
 
 def _token_problems(tokens: Iterator[Token], shown: str) -> Iterator[LocatedProblem]:

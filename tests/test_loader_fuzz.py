@@ -26,10 +26,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ruamel.yaml.error import YAMLError
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB
 from tfcompile.compiler.compile import build_objects
 from tfcompile.compiler.yaml_output import dump
+from tfcompile.spec import yaml_limits
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.problems import SpecError
 
@@ -270,3 +272,23 @@ def test_hostile_files_through_the_real_command(tmp_path: Path) -> None:
         assert MARKER not in completed.stdout + completed.stderr, name
         assert f"{name}.yaml:" in completed.stderr, name
     assert not (tmp_path / "out").exists()
+
+
+def _described(tokens: Iterator[Any]) -> list[tuple[Any, ...]]:
+    return [(type(token).__name__, getattr(token, "value", None), getattr(token, "plain", None),
+             token.start_mark.line, token.start_mark.column) for token in tokens]
+
+
+@settings(max_examples=FIXED_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=CASES)
+def test_the_fast_scanner_gives_the_limit_checks_the_pure_scanners_tokens(text: str) -> None:
+    """The limit checks read libyaml's tokens when libyaml can scan the text: those tokens, and
+    so the problems found, must be the pure-Python scanner's (which the spec's parser uses)."""
+    try:
+        fast = _described(yaml_limits.c_tokens(text))
+    except (YAMLError, ValueError, TypeError):
+        return  # libyaml refuses it: the pure-Python scanner decides, as before
+    assert fast == _described(yaml_limits.pure_tokens(text))
+    assert yaml_limits.check_tokens(text, "job.yaml") == list(
+        yaml_limits._token_problems(yaml_limits.pure_tokens(text), "job.yaml"))
