@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -118,3 +119,17 @@ def kubeconform_schema_location() -> str:
     root = kubeconform_schemas.prepare(
         KUBECONFORM_CACHE, [OLDEST_KUBERNETES_VERSION, DEFAULT_KUBERNETES_VERSION])
     return kubeconform_schemas.schema_location(root)
+
+
+def free_ports(count: int) -> list[int]:
+    """Distinct loopback ports that are free right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("localhost", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -13,7 +13,6 @@ import os
 import py_compile
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import free_ports
 from tfcompile.compiler import launcher
 from tfcompile.compiler.builders.launcher import launcher_data, launcher_settings
 from tfcompile.spec.loading import load_jobs
@@ -233,15 +233,9 @@ def eventually(check: Any, seconds: float = 10.0) -> bool:
     return False
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revision(
         tmp_path: Path) -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     worker_0, worker_1 = GatedTask(tmp_path / "w0", 0, port), GatedTask(tmp_path / "w1", 1, port)
     trained_0, trained_1 = tmp_path / "trained-0", tmp_path / "trained-1"
     processes: list[subprocess.Popen[str]] = []
@@ -268,7 +262,7 @@ def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revisio
 
 
 def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Path) -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     worker_0, worker_1 = GatedTask(tmp_path / "w0", 0, port), GatedTask(tmp_path / "w1", 1, port)
     processes: list[subprocess.Popen[str]] = []
     try:

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import free_ports
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("tensorflow", "tf_keras", "sklearn")),
@@ -43,20 +44,6 @@ MNIST_EPOCHS = 8
 TRAIN_EXAMPLES = 1347
 FAKE_ACCESS_KEY = "AKIAFAKE7Q2X9EXAMPLE"
 FAKE_SECRET_KEY = "fake-secret/K7MDENG+bPxRfiCYEXAMPLEKEY"
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct loopback ports that are free right now."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("localhost", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def make_cluster(**replicas: int) -> dict[str, list[str]]:

@@ -113,6 +113,17 @@ def _run_batch(programs: NetworkPrograms, holder: subprocess.Popen[str],
         raise NetworkSetupError(f"could not configure {what}: {result.stderr.strip()}")
 
 
+def _pod_namespaces(holder: subprocess.Popen[str]) -> PodNamespaces:
+    """Open a pod's network and UTS namespaces through its holder process."""
+    network_descriptor = _open_namespace(holder, "net")
+    try:
+        uts_descriptor = _open_namespace(holder, "uts")
+    except OSError:
+        os.close(network_descriptor)
+        raise
+    return PodNamespaces(network_descriptor, uts_descriptor)
+
+
 def _open_namespace(holder: subprocess.Popen[str], kind: str) -> int:
     return os.open(f"/proc/{holder.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
 
@@ -163,13 +174,7 @@ def create_network(run_identifier: str, plan: Sequence[PodAddress],
             holder = holders[entry.pod.name]
             _run_batch(programs, holder, _pod_commands(entry),
                        f"the network of pod {entry.pod.name}")
-            network_descriptor = _open_namespace(holder, "net")
-            try:
-                uts_descriptor = _open_namespace(holder, "uts")
-            except OSError:
-                os.close(network_descriptor)
-                raise
-            network.pods[entry.pod.name] = PodNamespaces(network_descriptor, uts_descriptor)
+            network.pods[entry.pod.name] = _pod_namespaces(holder)
     except BaseException:
         network.close()
         raise
@@ -241,12 +246,6 @@ def add_pod_network(bridge: int, run_identifier: str, entry: PodAddress,
         ], f"wire pod {entry.pod.name} to the bridge")
         _run_batch(programs, holder, _pod_commands(entry, service_addresses),
                    f"the network of pod {entry.pod.name}")
-        network_descriptor = _open_namespace(holder, "net")
-        try:
-            uts_descriptor = _open_namespace(holder, "uts")
-        except OSError:
-            os.close(network_descriptor)
-            raise
-        return PodNamespaces(network_descriptor, uts_descriptor)
+        return _pod_namespaces(holder)
     finally:
         _release(holder)
