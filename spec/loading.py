@@ -1,8 +1,9 @@
 """Load `job.yaml` files into `TrainingJob` models, keeping where every value came from.
 
-ruamel.yaml is used (not PyYAML) because its round-trip nodes carry line and column numbers; the
-document is copied into plain data with a map from field path to position (`plain_data.py`), so
-that pydantic's errors and the rules' problems can all be reported as `file:line:col: field:
+ruamel.yaml is used (not PyYAML) because its round-trip nodes carry line and column numbers
+(parsed by libyaml where it gives the same documents, `yaml_documents.py`); the document is
+copied into plain data with a map from field path to position (`plain_data.py`), so that
+pydantic's errors and the rules' problems can all be reported as `file:line:col: field:
 message`. Every input is treated as hostile: the file is size-checked before it is read, its
 YAML tokens are checked before a document is built (`yaml_limits.py`), literal credentials are
 looked for in every value (`secrets.py`), and the script is confined to the job's repository
@@ -21,7 +22,6 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
-from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .discovery import discover, is_job_file
@@ -40,6 +40,7 @@ from .problems import (
 from .rules import check_rules
 from .scripts import Script, directory_command_problem, read_script
 from .secrets import find_literal_secrets
+from .yaml_documents import documents
 from .yaml_limits import MAXIMUM_FILE_BYTES, check_tokens, describe_yaml_error
 
 __all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
@@ -97,7 +98,6 @@ def _read_documents(path: Path, shown: str) -> tuple[str, list[Any]]:
     """The SHA-256 of the file's bytes, and its documents."""
     text = _read_text(path, shown)
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    parser = YAML(typ="rt")
     try:
         problems = check_tokens(text, shown)
         if problems:
@@ -106,8 +106,7 @@ def _read_documents(path: Path, shown: str) -> tuple[str, list[Any]]:
             # ruamel warns about a reused anchor (which YAML allows) by printing the lines
             # that hold it: input must not reach the terminal.
             warnings.simplefilter("ignore")
-            return digest, [document for document in parser.load_all(text)
-                            if document is not None]
+            return digest, documents(text)
     except MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)

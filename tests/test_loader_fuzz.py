@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml.error import YAMLError
@@ -31,8 +32,9 @@ from ruamel.yaml.error import YAMLError
 from tests.conftest import EXAMPLES, MINIMAL_JOB
 from tfcompile.compiler.compile import build_objects
 from tfcompile.compiler.yaml_output import dump
-from tfcompile.spec import yaml_limits
+from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs
+from tfcompile.spec.plain_data import Locations, PlainCopier, TooManyValues, node_position
 from tfcompile.spec.problems import SpecError
 
 MARKER = "fuzzmarker-Qx7Zr2"
@@ -164,6 +166,25 @@ def hostile_strings(draw: st.DrawFn) -> str:
 
 CASES = mutated() | generated() | hostile_strings()
 
+ANCHOR_CASES = [
+    MINIMAL_JOB.replace("spec:\n", "x-base: &base {replicas: 2, gpus: 1}\nspec:\n", 1)
+    .replace("worker: {replicas: 2}", "worker: {<<: *base, replicas: 3}"),
+    MINIMAL_JOB + "---\n" + MINIMAL_JOB.replace("name: ", "name: second-"),
+    "---\n...\n---\n" + MINIMAL_JOB + "...\n",
+    MINIMAL_JOB.replace("apiVersion", "? apiVersion\n:", 1),
+    MINIMAL_JOB + "x: !!binary aGk=\ny: !!set {a, b}\nz: !!omap [{a: 1}]\nw: 2024-01-01\n",
+    MINIMAL_JOB + "x: &a [1, &b {c: *a}]\ny: *b\n",
+    MINIMAL_JOB + "x: [0o17, 017, 0x1F, 1_000, .inf, -.Inf, .NaN, ~, null, yes, On, 1e3]\n",
+    MINIMAL_JOB + "x: |+\n  kept\n\ny: >-\n  folded\n  text\nz: 'it''s'\nv: \"\\u263A\"\n",
+    MINIMAL_JOB + "x: {a: 1, a: 2}\n",
+    "\ufeff" + MINIMAL_JOB,
+    MINIMAL_JOB.replace("\n", "\r\n"),
+    MINIMAL_JOB + "x:\n- - a\n  - b\n- {c: [d, e]}\n",
+    MINIMAL_JOB + "x: !custom {a: 1}\ny: !other text\n",
+]
+"""Anchors, merge keys, several documents, tags, YAML 1.1 look-alikes and line ends, which the
+mutations above rarely produce."""
+
 
 def _strings(value: Any) -> Iterator[str]:
     if isinstance(value, dict):
@@ -292,3 +313,82 @@ def test_the_fast_scanner_gives_the_limit_checks_the_pure_scanners_tokens(text: 
     assert fast == _described(yaml_limits.pure_tokens(text))
     assert yaml_limits.check_tokens(text, "job.yaml") == list(
         yaml_limits._token_problems(yaml_limits.pure_tokens(text), "job.yaml"))
+
+
+def _comparable(value: Any) -> Any:
+    """`value` with what the copy leaves as the parser made it (a tagged scalar, a timestamp)
+    reduced to its type, text and tag, which compare by value (a scalar's style does not
+    matter: the spec refuses such values whatever their style)."""
+    if isinstance(value, dict):
+        return {key: _comparable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_comparable(item) for item in value]
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    return (type(value).__name__, str(value), str(getattr(value, "tag", "")))
+
+
+def _value_at(data: Any, path: tuple[Any, ...]) -> Any:
+    """The value at `path` of copied data; a marker where the copy has none."""
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return "(not copied)"
+    return data
+
+
+def _copied(documents: list[Any]) -> list[tuple[Any, ...]]:
+    """Each document as the loader sees it: plain data, positions of values and keys, and the
+    problems the copy found. An empty value (null) has no text of its own: libyaml places it
+    where its key ends, the pure-Python parser at the next token (which may be lines further
+    down), so the positions of empty values are left out."""
+    copies = []
+    for document in documents:
+        locations = Locations("job.yaml")
+        locations.record((), node_position(document), None)
+        copier = PlainCopier(locations)
+        try:
+            data: Any = copier.copy(document, ())
+        except TooManyValues:
+            data = TooManyValues
+        values = {path: position for path, position in locations._values.items()
+                  if _value_at(data, path) is not None}
+        copies.append((_comparable(data), values, locations._keys, locations._collections,
+                       copier.problems))
+    return copies
+
+
+@settings(max_examples=FIXED_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=CASES | st.sampled_from(ANCHOR_CASES))
+def test_libyaml_gives_the_loader_the_pure_parsers_documents(text: str) -> None:
+    """Specs are parsed by libyaml under the round-trip constructor when it can: whatever it
+    builds must be what the pure-Python parser builds, value for value and position for
+    position; everything else is the pure-Python parser's to decide."""
+    try:
+        if yaml_limits.check_tokens(text, "job.yaml"):
+            return  # refused before any document is built
+    except YAMLError:
+        return  # not YAML at all: refused before any document is built
+    fast = yaml_documents.fast_documents(text)
+    if fast is None:
+        return
+    assert _copied(fast) == _copied(yaml_documents.pure_documents(text))
+
+
+@pytest.mark.parametrize("text", ANCHOR_CASES)
+def test_libyaml_and_the_pure_parser_agree_on_anchors_tags_and_documents(text: str) -> None:
+    fast = yaml_documents.fast_documents(text)
+    if fast is None:  # refused by libyaml: the pure-Python parser must refuse it too
+        with pytest.raises(YAMLError):
+            yaml_documents.pure_documents(text)
+        return
+    assert _copied(fast) == _copied(yaml_documents.pure_documents(text))
+
+
+def test_a_job_is_parsed_by_libyaml() -> None:
+    """The fast path is taken for ordinary specs (the examples), not only kept as a fallback."""
+    for seed in SEEDS:
+        assert yaml_documents.fast_documents(seed) is not None
+    assert yaml_documents.fast_documents("%YAML 1.2\n---\n" + MINIMAL_JOB) is None
