@@ -3,9 +3,12 @@
 Unknown fields are errors and scalar types are strict (a number where a string belongs is an error
 with a hint), because a silently ignored or coerced field in a training job costs GPU hours.
 Cross-field rules live in `rules.py`, so that each can name the exact field it concerns.
-"""
 
-from __future__ import annotations
+The annotations are evaluated as the classes are made (no `from __future__ import annotations`),
+and empty containers come from the factories below rather than `dict` and `list`: pydantic reads
+a factory's signature, and a builtin's means parsing its text signature with the tokenizer. Both
+keep every `build` from paying for what changes nothing in the models.
+"""
 
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -41,6 +44,17 @@ CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei|e[0-9]+)?$"
 ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
 OVERLAY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+
+
+def _no_entries() -> dict[Any, Any]:
+    """The default of a mapping field: empty."""
+    return {}
+
+
+def _no_items() -> list[Any]:
+    """The default of a list field: empty."""
+    return []
+
 
 JobName = Annotated[
     str, StringConstraints(strict=True, pattern=DNS_1035_LABEL_PATTERN, max_length=63)
@@ -138,7 +152,7 @@ class EnvironmentValue(SpecModel):
         return data
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> EnvironmentValue:
+    def _exactly_one_source(self) -> "EnvironmentValue":
         sources = [self.value, self.secret_key_ref, self.config_map_key_ref]
         if sum(source is not None for source in sources) != 1:
             raise ValueError(
@@ -187,7 +201,7 @@ class EnvironmentSource(SpecModel):
     prefix: Annotated[str, StringConstraints(strict=True, pattern=r"^[-._a-zA-Z0-9]*$")] = ""
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> EnvironmentSource:
+    def _exactly_one_source(self) -> "EnvironmentSource":
         if (self.secret_ref is None) == (self.config_map_ref is None):
             raise ValueError("give exactly one of secretRef or configMapRef")
         return self
@@ -201,8 +215,8 @@ QuantityValue = Annotated[
 class Resources(SpecModel):
     """Container resources; GPUs are not set here but with `gpus`."""
 
-    requests: dict[ResourceName, QuantityValue] = Field(default_factory=dict)
-    limits: dict[ResourceName, QuantityValue] = Field(default_factory=dict)
+    requests: dict[ResourceName, QuantityValue] = Field(default_factory=_no_entries)
+    limits: dict[ResourceName, QuantityValue] = Field(default_factory=_no_entries)
 
 
 PodTemplate = Annotated[
@@ -254,7 +268,7 @@ class NetworkPolicySettings(SpecModel):
     stand for `{}` and no NetworkPolicy."""
 
     enabled: StrictBool = True
-    ingress: list[NetworkPolicyIngressRule] = Field(default_factory=list)
+    ingress: list[NetworkPolicyIngressRule] = Field(default_factory=_no_items)
 
     @model_validator(mode="before")
     @classmethod
@@ -280,7 +294,7 @@ class Role(SpecModel):
     image: NonEmptyText | None = None
     command: list[NonEmptyText] | None = None
     args: list[Text] | None = None
-    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
+    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=_no_entries)
     resources: Resources | None = None
     pod_template: PodTemplate | None = None
 
@@ -331,7 +345,7 @@ class TensorBoard(SpecModel):
     service_type: ServiceType = ServiceType.CLUSTER_IP
     image: NonEmptyText | None = None
     load_balancer_source_ranges: list[NonEmptyText] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description="With serviceType LoadBalancer: the client CIDRs allowed (the Service's "
         "loadBalancerSourceRanges).",
     )
@@ -355,7 +369,7 @@ class FailurePolicy(SpecModel):
         description="Restarts of a task's training command, in one pod, before it stops.",
     )
     do_not_retry_exit_codes: list[ExitCode] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description="Exit codes that mean a permanent failure: the task stops at once.",
     )
 
@@ -363,14 +377,14 @@ class FailurePolicy(SpecModel):
 class Metadata(SpecModel):
     name: JobName
     namespace: NamespaceName | None = None
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    annotations: dict[LabelKey, Text] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=_no_entries)
+    annotations: dict[LabelKey, Text] = Field(default_factory=_no_entries)
 
 
 class JobSpec(SpecModel):
     image: NonEmptyText
     command: list[NonEmptyText] | None = None
-    args: list[Text] = Field(default_factory=list)
+    args: list[Text] = Field(default_factory=_no_items)
     script: NonEmptyText | None = Field(
         default=None,
         description="A file, or a folder (a training package: every file, nested folders kept), "
@@ -378,14 +392,14 @@ class JobSpec(SpecModel):
         "/opt/tfcompile/script/. Without command a file runs as `python "
         "/opt/tfcompile/script/<file>`; a folder needs command to name its entrypoint.",
     )
-    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=dict)
-    env_from: list[EnvironmentSource] = Field(default_factory=list)
+    env: dict[EnvironmentName, EnvironmentValue] = Field(default_factory=_no_entries)
+    env_from: list[EnvironmentSource] = Field(default_factory=_no_items)
     port: Annotated[StrictInt, Field(ge=1, le=65535)] = 2222
     strategy: Strategy | None = None
     roles: Roles
     storage: Storage = Field(default_factory=Storage)
     tensorboard: TensorBoard | None = None
-    overlays: list[OverlayName] = Field(default_factory=list)
+    overlays: list[OverlayName] = Field(default_factory=_no_items)
     network_policy: NetworkPolicySettings = Field(
         default_factory=NetworkPolicySettings,
         description="Emit a NetworkPolicy admitting this job's own pods on every port (false: "
@@ -393,7 +407,7 @@ class JobSpec(SpecModel):
     )
     suspend: StrictBool = False
     not_secret: list[NotSecretName] = Field(
-        default_factory=list,
+        default_factory=_no_items,
         description=(
             "Names that only look secret (an env variable, label or annotation key, or option "
             "such as a tokenizer's PAD_TOKEN) whose literal values are allowed. Names match by "
