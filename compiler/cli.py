@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +32,13 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
-    from .build_record import BuildSettings, environment_digest, reusable, up_to_date
+    from .build_record import (
+        BuildSettings,
+        cache_directory,
+        environment_digest,
+        reusable,
+        up_to_date,
+    )
     from .output_lock import locked
 
     settings = BuildSettings(
@@ -43,7 +48,8 @@ def _build(arguments: argparse.Namespace) -> int:
     )
     with locked(settings.output, exclusive=not arguments.check):
         # Specs are read under the lock too: of two builds at once, the later sees the newer.
-        environment = environment_digest()
+        # Without a place for records, none is read or written: the digest would go unused.
+        environment = environment_digest() if cache_directory() is not None else ""
         unchanged = reusable(settings, environment)
         current = up_to_date(settings, unchanged)
         if current is not None:  # nothing changed since the recorded build: no spec is loaded
@@ -396,6 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception:
+        import traceback  # only here: a build that succeeds never pays for it
+
         traceback.print_exc()
         print("tfcompile: internal error (a bug in tfcompile, not in your spec); please report it",
               file=sys.stderr)

@@ -18,7 +18,6 @@ are removed by the next build.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import shutil
 import stat
@@ -199,6 +198,8 @@ def plan(output: Path, jobs: Iterable[CompiledJob],
 
 def unified_diff(changes: Plan) -> str:
     """What a write would change, as a unified diff with paths under the output directory."""
+    import difflib  # only `build --check` of a stale tree diffs
+
     chunks: list[str] = []
     for relative in changes.changed:
         old = _read(changes.output / relative) or ""

@@ -25,7 +25,6 @@ from pydantic import ValidationError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .discovery import discover, is_job_file
-from .messages import describe_validation_error
 from .models import KIND, TrainingJob
 from .plain_data import MAXIMUM_VALUES, Locations, PlainCopier, TooManyValues, node_position
 from .problems import (
@@ -174,6 +173,8 @@ def _load_document(document: Any, path: Path, shown: str, digest: str) -> Loaded
     try:
         job = TrainingJob.model_validate(data)
     except ValidationError as error:
+        from .messages import describe_validation_error  # only a spec with errors needs it
+
         located = fail(problems).problems
         located.extend(
             LocatedProblem(locations.locate(path_, key=on_key), hide_keys(path_, hidden),

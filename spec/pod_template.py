@@ -14,7 +14,6 @@ import copy
 import functools
 import json
 from collections.abc import Iterator, Mapping
-from importlib import resources
 from typing import Any
 
 from .problems import FieldPath, Problem
@@ -43,6 +42,8 @@ def _schema_directory_name() -> str:
 def definitions() -> dict[str, Any]:
     """The Kubernetes definitions a pod template and a NetworkPolicy ingress rule use, by name
     (`io.k8s.api.core.v1.PodSpec`); their references are already `#/$defs/<name>`."""
+    from importlib import resources  # only a job with a podTemplate or ingress rules reads them
+
     directory = resources.files("kubernetes_validate").joinpath(
         "kubernetes-json-schema", _schema_directory_name()
     )
