@@ -26,8 +26,7 @@ import json
 import os
 import stat
 import sys
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,21 +96,37 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _package_files(directory: Path) -> list[Path]:
-    found: list[Path] = []
-    for root, directories, files in os.walk(directory):
-        directories[:] = sorted(d for d in directories if d != "__pycache__")
-        found.extend(Path(root) / name for name in sorted(files))
-    return found
+def _package_files(directory: str, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(path relative to the package, path) of every file under `directory`, in the order of a
+    sorted `os.walk` (a folder's files, then each folder in turn; `__pycache__` and links to
+    folders left out), read from one `scandir` a folder: every build lists them."""
+    try:
+        with os.scandir(directory) as listing:
+            found = sorted(listing, key=lambda entry: entry.name)
+    except OSError:
+        return
+    folders = []
+    for entry in found:
+        try:
+            folder = entry.is_dir()
+        except OSError:
+            folder = False
+        if not folder:
+            yield prefix + entry.name, entry.path
+        elif entry.name != "__pycache__" and not entry.is_symlink():
+            folders.append(entry)
+    for entry in folders:
+        yield from _package_files(entry.path, f"{prefix}{entry.name}/")
 
 
 def code_digest(directories: Sequence[Path]) -> str:
     """A SHA-256 of every file under `directories` (compiled caches left out)."""
     digest = hashlib.sha256()
     for directory in directories:
-        for path in _package_files(directory):
-            data = path.read_bytes()
-            digest.update(f"{path.relative_to(directory)}\0{len(data)}\0".encode())
+        for relative, path in _package_files(os.fspath(directory)):
+            with open(path, "rb", buffering=0) as handle:
+                data = handle.readall()
+            digest.update(f"{relative}\0{len(data)}\0".encode())
             digest.update(data)
     return digest.hexdigest()
 
@@ -177,12 +192,15 @@ def save(settings: BuildSettings, environment: str, specs: Sequence[SpecInput],
                             for name, text in sorted(outputs[job.name].items())}}
                  for job in jobs],
     }
+    # A new file of its own (as `tempfile` would make it, without importing it), then renamed.
+    temporary = path.parent / f".record-{os.getpid()}-{os.urandom(8).hex()}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".record-",
-                                         delete=False, encoding="utf-8") as handle:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
-        os.replace(handle.name, path)
+        os.replace(temporary, path)
     except OSError:
         return  # the record only saves time: a build never fails for want of it
 
