@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -382,6 +382,14 @@ def test_records_turned_off_are_neither_read_nor_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("TFCOMPILE_CACHE_DIR", "")
+    digests: list[Sequence[Path]] = []  # the code and distributions are not even looked at
+
+    def code_digest(directories: Sequence[Path]) -> str:
+        digests.append(directories)
+        return "0" * 64
+
+    monkeypatch.setattr(build_record, "code_digest", code_digest)
     assert run_cli(*BUILD).status == 0
     assert run_cli(*BUILD).status == 0
     assert full_builds == [0, 0]
+    assert digests == []

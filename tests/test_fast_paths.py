@@ -1,14 +1,17 @@
 """What keeps tfcompile fast at fleet scale, pinned as behaviour rather than timings.
 
 `build` runs in pre-commit hooks and CI on every change: it loads nothing of `validate`,
-`render` or `run-local`. The emitter lays out the block YAML of Kubernetes objects itself (or
-feeds ruamel's emitter events) and must write the bytes ruamel's own dumper writes. `validate`
-expands a StatefulSet's pod template once: the pods it derives must equal the pods expanded one
-by one, and memory must grow with the number of tasks, not with its square.
+`render` or `run-local`, and a build that succeeds nothing that only errors or `--check` need;
+the spec models are built without parsing a builtin's text signature. The emitter lays out the
+block YAML of Kubernetes objects itself (or feeds ruamel's emitter events) and must write the
+bytes ruamel's own dumper writes. `validate` expands a StatefulSet's pod template once: the pods
+it derives must equal the pods expanded one by one, and memory must grow with the number of
+tasks, not with its square.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import random
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
@@ -42,6 +46,7 @@ from tfcompile.compiler.rendering.pods import (
 )
 from tfcompile.compiler.validation.validator import validate_rendered
 from tfcompile.compiler.yaml_output import dump
+from tfcompile.spec import models
 
 NOT_LOADED_BY_BUILD = (
     "tfcompile.compiler.validation",
@@ -90,6 +95,57 @@ def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, che
         if any(module == name or module.startswith(name + ".") for name in NOT_LOADED_BY_BUILD)
     )
     assert loaded == []
+
+
+ONLY_FOR_ERRORS_OR_CHECK = ("difflib", "traceback", "tfcompile.spec.messages")
+"""What a build loads only to explain invalid specs, diff a stale tree or report a bug."""
+
+ONE_JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: one}
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, train.py]
+  roles:
+    chief: {replicas: 1}
+    worker: {replicas: %s}
+    ps: {replicas: 1}
+    evaluator: {replicas: 1}
+"""
+
+
+@pytest.mark.parametrize("keep_record", [False, True], ids=["no record", "record kept"])
+def test_a_build_that_succeeds_loads_nothing_only_errors_or_check_need(
+    tmp_path: Path, keep_record: bool
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text(ONE_JOB % 2)
+    arguments = ["build", str(job), "-o", str(tmp_path / "output")]
+    status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
+    assert status == 0
+    assert {"tfcompile.spec.models", "tfcompile.compiler.compile"} <= modules  # a full build
+    assert sorted(set(ONLY_FOR_ERRORS_OR_CHECK) & modules) == []
+    job.write_text(ONE_JOB % '"2"')  # invalid: the messages are loaded when they are needed
+    status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
+    assert status == 2
+    assert "tfcompile.spec.messages" in modules
+
+
+def test_the_spec_models_take_no_builtin_as_a_default_factory() -> None:
+    """Pydantic reads a default factory's signature; a builtin's (`dict`, `list`) is parsed
+    from its text with the tokenizer, which every build would pay for."""
+    spec_models = [value for value in vars(models).values()
+                   if isinstance(value, type) and issubclass(value, BaseModel)]
+    assert models.JobSpec in spec_models
+    factories = [(model.__name__, name, field.default_factory)
+                 for model in spec_models for name, field in model.model_fields.items()
+                 if field.default_factory is not None]
+    assert len(factories) > 10
+    for model_name, name, factory in factories:
+        assert inspect.isfunction(factory) or (
+            isinstance(factory, type) and issubclass(factory, BaseModel)
+        ), (model_name, name, factory)
 
 
 def test_validate_still_loads_what_it_needs(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
