@@ -6,8 +6,8 @@ is swapped job by job), and a job's files are tens of kilobytes of text: held in
 400-job build needed tens of megabytes more than a one-job build. Each job's texts go into one
 unnamed temporary file instead (readable by its owner only, removed by the kernel when the
 build ends) and are read back, one at a time, when they are compared, hashed and written;
-memory keeps a name, an offset and a length per file. Where no temporary file can be made,
-the texts stay in memory, as before.
+memory keeps a name, an offset and a length per file. Where no temporary file can be made (or
+the system has no positioned reads and writes), the texts stay in memory, as before.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from typing import IO
+
+_POSITIONED = hasattr(os, "pread") and hasattr(os, "pwrite")
 
 
 class TextSpool:
@@ -28,6 +30,8 @@ class TextSpool:
     def keep(self, texts: Mapping[str, str]) -> Mapping[str, str]:
         """`texts` (name -> text), read back from the spool on demand; in memory when the
         spool cannot be written."""
+        if not _POSITIONED:
+            return dict(texts)
         encoded = [(name, text.encode("utf-8")) for name, text in texts.items()]
         places: dict[str, tuple[int, int]] = {}
         offset = self._end
