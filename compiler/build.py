@@ -8,7 +8,7 @@ and it tells the planner which spec file defines which jobs, so that pruning goe
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +26,10 @@ from .build_record import (
 )
 from .compile import CompiledJob, compile_job
 from .output_tree import Plan, plan
+from .text_spool import TextSpool
 
 __all__ = ["KUSTOMIZATION_NAMES", "BuildSettings", "Compilation", "available_overlays",
-           "build_plan", "compile_all", "compile_inputs", "load_all"]
+           "build_plan", "compile_all", "compile_inputs"]
 
 
 def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
@@ -48,41 +49,6 @@ def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> 
 
 def _relative(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
-
-
-def load_all(inputs: Sequence[Path], skipped: Collection[Path] = (),
-             found: Sequence[Path] | None = None) -> list[LoadedJob]:
-    """Every job of every input (none when the inputs exist but hold no job), leaving out the
-    files `skipped`; raises one `SpecError` with the problems of all files. `found` is what
-    `discover` gives for the inputs, when the caller has it."""
-    if found is None:
-        found = list(dict.fromkeys(discover(inputs)))
-    files = [path for path in found if path not in skipped]
-    problems: list[LocatedProblem] = []
-    loaded: list[LoadedJob] = []
-    for path in inputs:
-        if not path.exists():
-            problems.append(LocatedProblem(Location(display_path(path), 1, 1), (),
-                                           "no such file or directory"))
-    for path in files:
-        try:
-            loaded.extend(load_jobs(path))
-        except SpecError as error:
-            problems.extend(error.problems)
-    seen: dict[str, LoadedJob] = {}
-    for job in loaded:
-        name = job.job.metadata.name
-        if name in seen:
-            first = seen[name].locations.locate(("metadata", "name"))
-            problems.append(
-                job.locate(Problem(("metadata", "name"),
-                                   f"job {name!r} is also defined at {first}; each job needs its "
-                                   "own name (it names the output directory)"))
-            )
-        seen.setdefault(name, job)
-    if problems:
-        raise SpecError(problems)
-    return loaded
 
 
 @dataclass(frozen=True)
@@ -106,41 +72,64 @@ def compile_inputs(settings: BuildSettings,
     found = list(dict.fromkeys(discover(settings.inputs)))
     discovered = set(found)
     reused = {path: item for path, item in (reusable or {}).items() if path in discovered}
-    loaded = load_all(settings.inputs, reused, found)
-    names = {job.job.metadata.name for job in loaded}
-    if any(name in names for item in reused.values() for name in item.spec.jobs):
-        reused = {}
-        loaded = load_all(settings.inputs, (), found)
+    compilation = _compile_files(settings, found, reused)
+    if compilation is None:
+        compilation = _compile_files(settings, found, {})
+    assert compilation is not None
+    return compilation
+
+
+def _compile_files(settings: BuildSettings, found: Sequence[Path],
+                   reused: Mapping[Path, Reusable]) -> Compilation | None:
+    """Load and compile the files `found` one at a time, keeping of each job only its files
+    (in a `TextSpool`) and what the record needs, so that memory does not grow with the number
+    of jobs. Problems are reported as if every file were loaded first: those of loading (all
+    files, then names defined twice), or else those of compiling. None when a loaded job has
+    the name of a `reused` one."""
+    reused_names = {name for item in reused.values() for name in item.spec.jobs}
     available = available_overlays(settings.overlays)
-    problems: list[LocatedProblem] = []
+    spool = TextSpool()
+    load_problems = [LocatedProblem(Location(display_path(path), 1, 1), (),
+                                    "no such file or directory")
+                     for path in settings.inputs if not path.exists()]
+    twice: list[LocatedProblem] = []
+    compile_problems: list[LocatedProblem] = []
+    first: dict[str, Location] = {}
     compiled: list[CompiledJob] = []
     defined: dict[Path, set[str]] = {}
-    for job in loaded:
-        defined.setdefault(job.source.resolve(), set()).add(job.job.metadata.name)
-        overlay_problems = _check_overlays(job, available, settings.overlays)
-        if overlay_problems:
-            problems.extend(job.locate(problem) for problem in overlay_problems)
-            continue
-        directory = settings.output / job.job.metadata.name
-        components = [_relative(settings.overlays / name, directory)
-                      for name in job.job.spec.overlays]
-        try:
-            result = compile_job(job, _relative(job.source, directory), components)
-        except SpecError as error:
-            problems.extend(error.problems)
-            continue
-        # Only the text is written: memory per job is its files, not its objects as well.
-        compiled.append(CompiledJob(result.name, [], result.files))
-    if problems:
-        raise SpecError(problems)
     specs: dict[Path, SpecInput] = {}
-    for job in loaded:
-        known = specs.get(job.source)
-        defines = (*known.jobs, job.job.metadata.name) if known else (job.job.metadata.name,)
-        specs[job.source] = SpecInput(job.source, job.source_digest, defines)
-    inputs = [JobInput(job.job.metadata.name, job.source, job.job.spec.script,
-                       script_digest(job.script), tuple(job.job.spec.overlays))
-              for job in loaded]
+    inputs: list[JobInput] = []
+    for path in found:
+        if path in reused:
+            continue
+        try:
+            loaded = load_jobs(path)
+        except SpecError as error:
+            load_problems.extend(error.problems)
+            continue
+        for job in loaded:
+            name = job.job.metadata.name
+            if name in reused_names:
+                return None
+            if name in first:
+                twice.append(job.locate(Problem(
+                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}; each "
+                    "job needs its own name (it names the output directory)")))
+                continue
+            first[name] = job.locations.locate(("metadata", "name"))
+            defined.setdefault(job.source.resolve(), set()).add(name)
+            known = specs.get(job.source)
+            specs[job.source] = SpecInput(job.source, job.source_digest,
+                                          (*known.jobs, name) if known else (name,))
+            inputs.append(JobInput(name, job.source, job.job.spec.script,
+                                   script_digest(job.script), tuple(job.job.spec.overlays)))
+            result = _compile(settings, job, available, compile_problems)
+            if result is not None and not compile_problems:
+                compiled.append(CompiledJob(result.name, [], spool.keep(result.files)))
+    if load_problems or twice:
+        raise SpecError([*load_problems, *twice])
+    if compile_problems:
+        raise SpecError(compile_problems)
     for path, item in reused.items():
         defined[path.resolve()] = set(item.spec.jobs)
         specs[path] = item.spec
@@ -149,6 +138,23 @@ def compile_inputs(settings: BuildSettings,
     return Compilation(sorted(compiled, key=lambda job: job.name),
                        {path: frozenset(names) for path, names in defined.items()},
                        list(specs.values()), inputs)
+
+
+def _compile(settings: BuildSettings, job: LoadedJob, available: list[str],
+             problems: list[LocatedProblem]) -> CompiledJob | None:
+    """One job compiled, or None with its problems added to `problems`."""
+    overlay_problems = _check_overlays(job, available, settings.overlays)
+    if overlay_problems:
+        problems.extend(job.locate(problem) for problem in overlay_problems)
+        return None
+    directory = settings.output / job.job.metadata.name
+    components = [_relative(settings.overlays / name, directory)
+                  for name in job.job.spec.overlays]
+    try:
+        return compile_job(job, _relative(job.source, directory), components)
+    except SpecError as error:
+        problems.extend(error.problems)
+        return None
 
 
 def compile_all(settings: BuildSettings) -> list[CompiledJob]:

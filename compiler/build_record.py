@@ -39,6 +39,7 @@ from tfcompile.spec.scripts import Script, read_script
 from .generated_mark import KUSTOMIZATION_FILE, recorded_source
 from .output_errors import OutputEnvironmentError
 from .output_ownership import entries, read_regular
+from .text_spool import TextSpool
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 RECORD_FORMAT = 1
@@ -274,24 +275,24 @@ class Reusable:
 
     spec: SpecInput
     jobs: tuple[JobInput, ...]
-    outputs: dict[str, dict[str, str]]
-    """Job name -> file name -> text, as read from the output tree."""
+    outputs: dict[str, Mapping[str, str]]
+    """Job name -> file name -> text, as read from the output tree (kept in a spool)."""
 
 
 def _reusable_spec(settings: BuildSettings, spec: dict[str, Any], jobs: list[dict[str, Any]],
-                   available: set[str]) -> Reusable | None:
+                   available: set[str], spool: TextSpool) -> Reusable | None:
     path = Path(spec["path"])
     if (os.path.realpath(path) != spec["resolved"] or _spec_digest(path) != spec["digest"]
             or sorted(spec["jobs"]) != sorted(job["name"] for job in jobs)):
         return None
-    outputs = {}
+    outputs: dict[str, Mapping[str, str]] = {}
     for job in jobs:
         if not set(job["overlays"]) <= available or not _script_matches(job):
             return None
         texts = _job_output(settings.output, job, spec["resolved"])
         if texts is None:
             return None
-        outputs[str(job["name"])] = texts
+        outputs[str(job["name"])] = spool.keep(texts)
     return Reusable(
         SpecInput(path, str(spec["digest"]), tuple(spec["jobs"])),
         tuple(JobInput(job["name"], path, job["script"], job["scriptDigest"],
@@ -317,12 +318,14 @@ def _reusable(settings: BuildSettings, record: dict[str, Any]) -> dict[Path, Reu
             or not stat.S_ISDIR(os.lstat(settings.output).st_mode)):
         return {}
     available = set(available_overlays(settings.overlays))
+    spool = TextSpool()
     by_source: dict[str, list[dict[str, Any]]] = {}
     for job in record["jobs"]:
         by_source.setdefault(job["source"], []).append(job)
     found = {}
     for spec in record["specs"]:
-        reused = _reusable_spec(settings, spec, by_source.get(spec["path"], []), available)
+        reused = _reusable_spec(settings, spec, by_source.get(spec["path"], []), available,
+                                spool)
         if reused is not None:
             found[reused.spec.path] = reused
     return found

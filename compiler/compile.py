@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +34,12 @@ __all__ = ["GENERATED_MARK", "KUSTOMIZATION_FILE", "CompiledJob", "compile_job"]
 
 @dataclass(frozen=True)
 class CompiledJob:
-    """The output of one job: `files` maps file name to text, kustomization.yaml included."""
+    """The output of one job: `files` maps file name to text, kustomization.yaml included
+    (sorted by name; a build keeps the texts in a `text_spool.TextSpool`)."""
 
     name: str
     objects: list[dict[str, Any]]
-    files: dict[str, str]
+    files: Mapping[str, str]
 
 
 def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,13 +52,41 @@ class Prune:
     reason: str
 
 
+class PlannedTexts(Mapping[str, str]):
+    """The texts of a plan by path under the output directory (`job/file`), in path order,
+    each read from its job's files when asked for: nothing is copied."""
+
+    def __init__(self, jobs: Mapping[str, Mapping[str, str]]) -> None:
+        self.jobs = jobs
+        self._paths = sorted(f"{job}/{name}" for job, files in jobs.items() for name in files)
+
+    def __getitem__(self, path: str) -> str:
+        job, _, name = path.partition("/")
+        files = self.jobs.get(job)
+        if files is None or name not in files:
+            raise KeyError(path)
+        return files[name]
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        job, _, name = path.partition("/")
+        return name in self.jobs.get(job, {})
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
 @dataclass(frozen=True)
 class Plan:
     """Changes to the output directory: relative path -> new text, paths to remove, the job
     directories pruned (and why), and per job the entries it holds that tfcompile keeps."""
 
     output: Path
-    writes: dict[str, str]
+    writes: PlannedTexts
     removals: list[str]
     prunes: list[Prune] = field(default_factory=list)
     kept: dict[str, list[str]] = field(default_factory=dict)
@@ -155,15 +183,14 @@ def plan(output: Path, jobs: Iterable[CompiledJob],
     job's source. Raises `OutputRefused` with every reason the tree cannot be written."""
     defined = defined or {}
     sources = {name: path for path, names in defined.items() for name in names}
-    writes: dict[str, str] = {}
+    writes: dict[str, Mapping[str, str]] = {}
     removals: list[str] = []
     kept: dict[str, list[str]] = {}
     prunes: list[Prune] = []
     refusals: list[str] = []
     built = {job.name for job in jobs}
     for job in sorted(jobs, key=lambda job: job.name):
-        for name, text in job.files.items():
-            writes[f"{job.name}/{name}"] = text
+        writes[job.name] = job.files
         job_removals, job_kept = _plan_built_job(output, job, sources.get(job.name), defined,
                                                  refusals)
         removals.extend(f"{job.name}/{name}" for name in job_removals)
@@ -192,7 +219,7 @@ def plan(output: Path, jobs: Iterable[CompiledJob],
         kept[name] = sorted(f for f in inside if f not in generated.files)
     if refusals:
         raise OutputRefused(refusals)
-    return Plan(output=output, writes=dict(sorted(writes.items())), removals=sorted(removals),
+    return Plan(output=output, writes=PlannedTexts(writes), removals=sorted(removals),
                 prunes=prunes, kept=kept)
 
 
@@ -251,7 +278,8 @@ class _Staged:
     job: str
     directory: Path
     staging: Path | None
-    files: dict[str, str]
+    files: list[str]
+    """The names of the files written."""
     kept: list[str]
     done: str = ""
     old: Path | None = None
@@ -262,12 +290,11 @@ def _staging_name(output: Path, kind: str, job: str) -> Path:
 
 
 def _stage(output: Path, changes: Plan, job: str) -> _Staged:
-    prefix = f"{job}/"
-    files = {p[len(prefix):]: t for p, t in changes.writes.items() if p.startswith(prefix)}
+    files = changes.writes.jobs.get(job, {})
     kept = changes.kept.get(job, [])
     directory = output / job
     if not files and not kept:
-        return _Staged(job, directory, None, files, kept)
+        return _Staged(job, directory, None, [], kept)
     staging = _staging_name(output, "new", job)
     try:
         os.mkdir(staging)
@@ -286,7 +313,7 @@ def _stage(output: Path, changes: Plan, job: str) -> _Staged:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return _Staged(job, directory, staging, files, kept)
+    return _Staged(job, directory, staging, list(files), kept)
 
 
 def _replace_file_by_file(item: _Staged, removals: list[str]) -> None:
@@ -398,5 +425,5 @@ def write(changes: Plan) -> list[str]:
     return changed
 
 
-__all__ = ["LEFTOVER_PREFIX", "Plan", "Prune", "jobs_defined_in", "plan", "remove_leftovers",
-           "unified_diff", "write"]
+__all__ = ["LEFTOVER_PREFIX", "Plan", "PlannedTexts", "Prune", "jobs_defined_in", "plan",
+           "remove_leftovers", "unified_diff", "write"]

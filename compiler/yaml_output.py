@@ -54,11 +54,14 @@ _BOOLEAN = Tag(suffix=_PREFIX + "bool")
 _NULL = Tag(suffix=_PREFIX + "null")
 _MAP = Tag(suffix=_PREFIX + "map")
 _SEQUENCE = Tag(suffix=_PREFIX + "seq")
+_REMEMBERED_MAXIMUM = 4096
+"""Entries each memo of short scalars keeps: the names, labels and keys that recur within a
+job's files and across jobs; bounded, so that a build's memory does not grow with its jobs."""
 _LITERAL = "|"
 _SINGLE_QUOTED = "'"
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _resolved_tag(text: str, version: tuple[int, int]) -> str:
     """The type a YAML `version` parser gives `text` written plain."""
     resolver = _YAML_1_1 if version == (1, 1) else _YAML_1_2
@@ -92,12 +95,12 @@ def _string(text: str) -> ScalarEvent:
     return _new_string(text)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _remembered_string(text: str) -> ScalarEvent:
     return _new_string(text)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _key(text: str) -> ScalarEvent:
     # Keys are written as given: only values go through the quoting rules of `_new_string`.
     return _scalar(_STRING, text)
@@ -155,6 +158,8 @@ class _Emitter(Emitter):
         fields = _ANALYSES.get(scalar)
         if fields is None:
             found = super().analyze_scalar(scalar)
+            if len(_ANALYSES) >= _REMEMBERED_MAXIMUM:
+                _ANALYSES.clear()
             fields = _ANALYSES[scalar] = (
                 found.scalar, found.empty, found.multiline, found.allow_flow_plain,
                 found.allow_block_plain, found.allow_single_quoted, found.allow_double_quoted,
@@ -208,7 +213,7 @@ def _analysis(text: str) -> Any:
     return _ANALYZER.analyze_scalar(text)
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _plain_key(key: str) -> str:
     """A key as ruamel writes a simple key, when it writes it plain."""
     analysis = _analysis(key)
@@ -234,7 +239,7 @@ def _quoted(text: str, plain_requested: bool) -> str:
     return " '" + text.replace("'", "''") + "'"
 
 
-@functools.lru_cache(maxsize=16384)
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _remembered_scalar(text: str) -> str:
     return _short_scalar(text)
 

@@ -9,7 +9,11 @@ and ruamel.yaml, which tfcompile cannot go below. `validate` is shown next to `k
 (or `kustomize build`) alone, the part of its time that is Kustomize's. Builds keep their
 up-to-date records in the benchmark's own temporary directory; the rows marked "no record" run
 without one, as a fresh clone in CI does, and the "fresh output" rows build into a new directory
-each round, where no record can help. Prints numbers, asserts nothing. Run:
+each round, where no record can help. Python's bytecode cache is written and used, as in an
+installed tfcompile (`PYTHONDONTWRITEBYTECODE` is removed from the environment, and every
+command runs once before it is measured). After the table, the peak memory of fresh builds of
+1, 100 and 400 jobs shows how memory grows with the number of jobs. Prints numbers, asserts
+nothing. Run:
 `.venv/bin/python scripts/benchmark.py [--rounds N]`.
 """
 
@@ -30,6 +34,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 CHART = Path(__file__).resolve().parent / "benchmark_chart"
 FLEET_SIZE = 100
+MEMORY_FLEETS = (1, 100, 400)
 LARGE_WORKERS = 2000
 
 JOB = """\
@@ -186,6 +191,7 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
     helm = find_helm()
     kustomize = find_kustomize()
     tfcompile = tfcompile_command()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     print(f"before: {load()}")
     with tempfile.TemporaryDirectory(prefix="tfcompile-benchmark-") as temporary:
         root = Path(temporary)
@@ -209,8 +215,9 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                 JOB.format(name="job-0", workers=3 + number))
 
         for inputs, output in (("fleet", "fleet-output"), ("edited", "edited-output"),
-                               ("large", "large-output")):
+                               ("large", "large-output"), ("one", "one-output-warm")):
             run(build(inputs, output), root)
+        run([sys.executable, "-c", FLOOR], root)
 
         def helm_runs(names: Sequence[str]) -> Callable[[], list[list[str]]]:
             if helm is None:
@@ -247,6 +254,7 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
             print("helm: not installed (peer columns empty); "
                   "go install helm.sh/helm/v3/cmd/helm@v3.22.0")
         measure(cases, rounds, root)
+        memory = memory_by_jobs(root, build, without_record)
     peer_name = "helm / kust." if helm else "kustomize"
     report(cases, peer_name, rounds)
     validate = cases[-1].results
@@ -255,7 +263,28 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
         beyond_cpu = validate["tfcompile"].cpu_median - validate["peer"].cpu_median
         print(f"validate beyond {' '.join(kustomize or [])}: {beyond * 1000:.0f} ms "
               f"(cpu {beyond_cpu * 1000:.0f} ms; a process's cpu includes its children's)")
+    print("peak memory of a fresh build, no record: " + ", ".join(
+        f"{count} job{'s' if count > 1 else ''} {kib / 1024:.1f} MB" for count, kib in memory)
+        + f"; {(memory[-1][1] - memory[1][1]) / (memory[-1][0] - memory[1][0]):.1f} KB more "
+        f"per job from {memory[1][0]} to {memory[-1][0]} jobs")
     print(f"after: {load()}")
+
+
+def memory_by_jobs(root: Path, build: Callable[..., list[str]],
+                   without_record: Callable[[list[str]], list[str]]) -> list[tuple[int, int]]:
+    """Peak memory (KiB) of one fresh build of each of `MEMORY_FLEETS` jobs (the median of
+    three runs)."""
+    measured = []
+    for count in MEMORY_FLEETS:
+        inputs = f"memory-{count}"
+        write_jobs(root / inputs, [f"job-{number}" for number in range(count)], 2)
+        peaks = []
+        for attempt in range(3):
+            output = f"memory-{count}-output-{attempt}"
+            peaks.append(run(without_record(build(inputs, output)), root)[2])
+            shutil.rmtree(root / output)
+        measured.append((count, int(statistics.median(peaks))))
+    return measured
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarStri
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result
 from tfcompile.compiler import yaml_output
-from tfcompile.compiler.build import load_all
 from tfcompile.compiler.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
@@ -47,6 +46,7 @@ from tfcompile.compiler.rendering.pods import (
 from tfcompile.compiler.validation.validator import validate_rendered
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import models
+from tfcompile.spec.loading import discover, load_jobs
 
 NOT_LOADED_BY_BUILD = (
     "tfcompile.compiler.validation",
@@ -296,7 +296,7 @@ def test_the_direct_layout_writes_the_bytes_ruamels_dumper_writes() -> None:
 
 def test_every_compiled_example_takes_the_direct_layout() -> None:
     """What keeps a large build fast: no compiled object needs ruamel's emitter."""
-    jobs = load_all([EXAMPLES])
+    jobs = [job for path in discover([EXAMPLES]) for job in load_jobs(path)]
     assert len(jobs) >= 4
     for job in jobs:
         objects = build_objects(job)
@@ -411,3 +411,45 @@ def test_validate_memory_grows_with_tasks_not_their_square(
     assert report.ok, report.to_text()
     assert len([o for o in report.objects if o["kind"] == "StatefulSet"]) == 4
     assert peak < 48 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
+
+
+def test_a_builds_memory_does_not_hold_its_jobs_texts(tmp_path: Path) -> None:
+    """What keeps memory flat in the number of jobs: compiled texts wait in a temporary file,
+    so what a compilation holds per job (names of files, not their text) is a small part of
+    the job's output."""
+    from tfcompile.compiler.build import BuildSettings, compile_inputs
+
+    example = EXAMPLES / "parameter-server"
+    template = (example / "job.yaml").read_text(encoding="utf-8")
+
+    def settings(count: int) -> BuildSettings:
+        specs = tmp_path / f"jobs{count}"
+        specs.mkdir()
+        for script in example.glob("*.py"):
+            (specs / script.name).write_text(script.read_text(encoding="utf-8"),
+                                             encoding="utf-8")
+        for index in range(count):
+            (specs / f"job{index}.yaml").write_text(
+                template.replace("name: parameter-server", f"name: fleet-{index}", 1),
+                encoding="utf-8")
+        return BuildSettings([specs], tmp_path / "output", OVERLAYS)
+
+    def retained(count: int) -> tuple[int, int]:
+        """Bytes the compilation of `count` jobs holds, and bytes of one job's files."""
+        chosen = settings(count)
+        compile_inputs(chosen)  # the writer's memos filled before measuring
+        tracemalloc.start()
+        try:
+            compilation = compile_inputs(chosen)
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert len(compilation.jobs) == count
+        files = compilation.jobs[0].files
+        return held, sum(len(files[name].encode("utf-8")) for name in files)
+
+    few, text_per_job = retained(10)
+    many, _ = retained(40)
+    per_job = (many - few) / 30
+    assert text_per_job > 20_000
+    assert per_job < text_per_job / 3, (per_job, text_per_job)
