@@ -54,17 +54,32 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., Result]:
     return run
 
 
-MINIMAL_JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  roles:
-    worker: {replicas: 2}
-"""
+TWO_WORKERS = "worker: {replicas: 2}"
+"""The roles of a job when a test does not care about them."""
+
+
+def job_text(name: str = "demo", *, metadata_lines: str = "",
+             image: str = "tensorflow/tensorflow:2.16.1", script: str | None = None,
+             command: str | None = "[python, /app/train.py]", spec_lines: str = "",
+             roles: str = TWO_WORKERS) -> str:
+    """The text of a job file: its header, then `spec_lines` and the `roles` (each given without
+    indentation; dedented first). The keys stand in this order: metadata (name, then
+    `metadata_lines`), then spec: image, script, command (left out when None), `spec_lines`,
+    roles. A test that needs more keys after the roles appends them at two spaces."""
+
+    def block(text: str, indentation: str) -> str:
+        lines = textwrap.dedent(text).rstrip("\n")
+        return textwrap.indent(lines, indentation) + "\n" if lines else ""
+
+    return ("apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob\n"
+            f"metadata:\n  name: {name}\n{block(metadata_lines, '  ')}"
+            f"spec:\n  image: {image}\n"
+            + (f"  script: {script}\n" if script is not None else "")
+            + (f"  command: {command}\n" if command is not None else "")
+            + block(spec_lines, "  ") + "  roles:\n" + block(roles, "    "))
+
+
+MINIMAL_JOB = job_text()
 
 
 @pytest.fixture

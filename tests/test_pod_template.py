@@ -14,26 +14,19 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import OVERLAYS, Result
+from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.schema import schema_text
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  env: {{EPOCHS: "3"}}
-{extra}  roles:
-    chief: {{replicas: 1}}
-    worker:
-      replicas: 2
-      gpus: 1
-{worker}"""
+
+
+def job(extra: str = "", worker: str = "") -> str:
+    """The demo job with `extra` lines in its spec and `worker` lines under its worker role."""
+    return job_text(spec_lines='env: {EPOCHS: "3"}\n' + textwrap.dedent(extra),
+                    roles="chief: {replicas: 1}\nworker:\n  replicas: 2\n  gpus: 1\n"
+                    + textwrap.indent(textwrap.dedent(worker), "  "))
+
 
 JOB_TEMPLATE = """\
 podTemplate:
@@ -54,24 +47,24 @@ podTemplate:
 """
 
 WORKER_TEMPLATE = """\
-      podTemplate:
-        metadata:
-          labels: {accelerator: a100}
-        spec:
-          nodeSelector: {gpu: a100}
-          tolerations: [{key: spot, operator: Exists}]
-          imagePullSecrets: [{name: mirror}]
-          initContainers:
-          - {name: fetch, image: busybox:1.36, command: [sh, -c, "cp -r /src /data"]}
-          containers:
-          - name: tensorflow
-            volumeMounts: [{name: dataset, mountPath: /data, readOnly: true}]
-            resources: {limits: {memory: 32Gi}}
-          - name: exporter
-            image: prom/node-exporter:v1.8.0
-            ports: [{name: metrics, containerPort: 9100}]
-          volumes:
-          - {name: dataset, persistentVolumeClaim: {claimName: imagenet, readOnly: true}}
+podTemplate:
+  metadata:
+    labels: {accelerator: a100}
+  spec:
+    nodeSelector: {gpu: a100}
+    tolerations: [{key: spot, operator: Exists}]
+    imagePullSecrets: [{name: mirror}]
+    initContainers:
+    - {name: fetch, image: busybox:1.36, command: [sh, -c, "cp -r /src /data"]}
+    containers:
+    - name: tensorflow
+      volumeMounts: [{name: dataset, mountPath: /data, readOnly: true}]
+      resources: {limits: {memory: 32Gi}}
+    - name: exporter
+      image: prom/node-exporter:v1.8.0
+      ports: [{name: metrics, containerPort: 9100}]
+    volumes:
+    - {name: dataset, persistentVolumeClaim: {claimName: imagenet, readOnly: true}}
 """
 
 
@@ -101,8 +94,7 @@ def by_name(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture
 def objects(tmp_path: Path) -> list[dict[str, Any]]:
-    extra = textwrap.indent(JOB_TEMPLATE, "  ")
-    return compile_job(tmp_path, JOB.format(extra=extra, worker=WORKER_TEMPLATE))
+    return compile_job(tmp_path, job(JOB_TEMPLATE, WORKER_TEMPLATE))
 
 
 def test_the_role_template_goes_on_top_of_the_job_template(
@@ -154,21 +146,21 @@ def test_containers_merge_by_name_and_sidecars_follow(objects: list[dict[str, An
 def test_an_env_var_or_volume_of_a_role_replaces_the_jobs_entry_of_that_name(
     tmp_path: Path,
 ) -> None:
-    objects = compile_job(tmp_path, JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+    objects = compile_job(tmp_path, job("""\
         podTemplate:
           spec:
             containers:
             - name: tensorflow
               volumeMounts: [{name: data, mountPath: /data}]
             volumes: [{name: data, emptyDir: {}}]
-        """), "  "), worker=textwrap.indent(textwrap.dedent("""\
+        """, """\
         podTemplate:
           spec:
             containers:
             - name: tensorflow
               env: [{name: EPOCHS, valueFrom: {configMapKeyRef: {name: settings, key: epochs}}}]
             volumes: [{name: data, persistentVolumeClaim: {claimName: dataset}}]
-        """), "      ")))
+        """))
     spec = template_of(objects, "demo-worker")["spec"]
     assert by_name(spec["volumes"])["data"] == {"name": "data",
                                                 "persistentVolumeClaim": {"claimName": "dataset"}}
@@ -198,26 +190,26 @@ def test_the_only_token_is_the_launchers_unless_the_job_names_an_account(
     assert "automountServiceAccountToken" not in named
     binding = find(objects, "RoleBinding", "demo-launcher")
     assert [subject["name"] for subject in binding["subjects"]] == ["demo-launcher", "trainer"]
-    plain = compile_job(tmp_path, JOB.format(extra="", worker=""))
+    plain = compile_job(tmp_path, job())
     spec = template_of(plain, "demo-worker")["spec"]
     assert (spec["serviceAccountName"], spec["automountServiceAccountToken"]) == (
         "demo-launcher", True)
     assert [subject["name"] for subject in find(plain, "RoleBinding", "demo-launcher")
             ["subjects"]] == ["demo-launcher"]
-    refused = compile_job(tmp_path, JOB.format(
-        extra="  podTemplate: {spec: {automountServiceAccountToken: false}}\n", worker=""))
+    refused = compile_job(tmp_path, job(
+        "podTemplate: {spec: {automountServiceAccountToken: false}}\n"))
     assert template_of(refused, "demo-worker")["spec"]["automountServiceAccountToken"] is False
 
 
 def test_a_job_that_must_run_as_root_says_so(tmp_path: Path) -> None:
-    root = compile_job(tmp_path, JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+    root = compile_job(tmp_path, job("""\
         podTemplate:
           spec:
             securityContext: {runAsUser: 0, runAsNonRoot: false}
             containers:
             - name: tensorflow
               securityContext: {capabilities: {add: [SYS_PTRACE]}}
-        """), "  "), worker=""))
+        """))
     spec = template_of(root, "demo-worker")["spec"]
     assert spec["securityContext"]["runAsUser"] == 0
     assert spec["securityContext"]["runAsNonRoot"] is False
@@ -235,24 +227,17 @@ def test_a_writable_home_and_tmp(objects: list[dict[str, Any]]) -> None:
     assert mounts["/opt/tfcompile/home"] == "tfcompile-home"
 
 
-MISTAKES = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  podTemplate:
-    spec:
-      restartPolicy: Never
-      hostname: trainer
-      tolerations: [{key: a, effct: NoSchedule}]
-      containers:
-      - name: tensorflow
-        image: other:1
-        env: [{name: TF_CONFIG, value: "{}"}]
-  roles:
+MISTAKES = job_text(spec_lines="""\
+    podTemplate:
+      spec:
+        restartPolicy: Never
+        hostname: trainer
+        tolerations: [{key: a, effct: NoSchedule}]
+        containers:
+        - name: tensorflow
+          image: other:1
+          env: [{name: TF_CONFIG, value: "{}"}]
+    """, roles="""\
     worker:
       replicas: 2
       podTemplate:
@@ -264,7 +249,7 @@ spec:
             args: [--flag]
             resources: {limits: {nvidia.com/gpu: 1}}
           volumes: [{name: tfcompile-state, emptyDir: {}}]
-"""
+    """)
 
 
 def _line_column(text: str, fragment: str) -> str:
@@ -308,14 +293,14 @@ def test_pod_template_mistakes_are_reported_at_their_place(
 def test_a_secret_in_a_sidecars_env_is_refused_without_echoing_it(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
-    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+    text = job("""\
         podTemplate:
           spec:
             containers:
             - name: uploader
               image: amazon/aws-cli:2.15.0
               env: [{name: AWS_SECRET_ACCESS_KEY, value: hunter2-very-secret}]
-        """), "  "), worker="")
+        """)
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert ("spec.podTemplate.spec.containers[0].env[0].value: the variable's name says it is a "
@@ -343,7 +328,7 @@ def test_owned_fields_of_a_valid_template_name_the_field_to_use(
 def test_the_editor_schema_checks_pod_templates() -> None:
     schema = json.loads(schema_text())
     validator = jsonschema.Draft202012Validator(schema)
-    text = JOB.format(extra=textwrap.indent(JOB_TEMPLATE, "  "), worker=WORKER_TEMPLATE)
+    text = job(JOB_TEMPLATE, WORKER_TEMPLATE)
     document = YAML(typ="safe", pure=True).load(text)
     assert not list(validator.iter_errors(document))
     document["spec"]["podTemplate"]["spec"]["tolerations"][0]["effct"] = "NoSchedule"
@@ -355,9 +340,7 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
 ) -> None:
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(JOB.format(
-        extra=textwrap.indent(JOB_TEMPLATE, "  ") + "  overlays: [gpu, azure]\n",
-        worker=WORKER_TEMPLATE))
+    (jobs / "job.yaml").write_text(job(JOB_TEMPLATE + "overlays: [gpu, azure]\n", WORKER_TEMPLATE))
     assert run_cli("build", str(jobs), "-o", str(tmp_path / "output"),
                    "--overlays", str(OVERLAYS)).status == 0
     rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "output" / "demo")],
@@ -383,7 +366,7 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
 def test_running_as_root_needs_run_as_non_root_false(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
-    text = JOB.format(extra=textwrap.indent(textwrap.dedent("""\
+    text = job("""\
         podTemplate:
           spec:
             securityContext: {runAsUser: 0}
@@ -391,7 +374,7 @@ def test_running_as_root_needs_run_as_non_root_false(
             - name: helper
               image: busybox:1.36
               securityContext: {runAsUser: 0, runAsNonRoot: false}
-        """), "  "), worker="")
+        """)
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     lines = [line for line in result.stderr.splitlines() if "runAsUser" in line]
@@ -407,7 +390,7 @@ def test_the_order_of_keys_in_a_pod_template_changes_no_output(tmp_path: Path) -
     def compiled(labels: str, selector: str) -> list[dict[str, Any]]:
         directory = tmp_path / labels.replace(" ", "").replace(":", "")[:8]
         directory.mkdir()
-        return compile_job(directory, JOB.format(extra=textwrap.indent(textwrap.dedent(f"""\
+        return compile_job(directory, job(f"""\
             podTemplate:
               metadata: {{labels: {labels}}}
               spec:
@@ -415,7 +398,7 @@ def test_the_order_of_keys_in_a_pod_template_changes_no_output(tmp_path: Path) -
                 containers:
                 - name: tensorflow
                   resources: {{limits: {{memory: 1Gi, cpu: "2"}}}}
-            """), "  "), worker=""))
+            """))
 
     first = compiled("{b: '1', a: '2'}", "{z: '1', y: '2'}")
     second = compiled("{a: '2', b: '1'}", "{y: '2', z: '1'}")
