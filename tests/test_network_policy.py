@@ -10,28 +10,20 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Result
+from tests.conftest import Result, job_text
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  storage:
-    shared: {{mountPath: /mnt/shared, size: 1Gi}}
-{extra}  roles:
-    worker: {{replicas: 2, gpus: 1}}
-"""
+
+def job(extra: str = "") -> str:
+    """The demo job with shared storage, two GPU workers and `extra` lines in its spec."""
+    return job_text(spec_lines="storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+                    + textwrap.dedent(extra), roles="worker: {replicas: 2, gpus: 1}")
 
 
 def compile_with(tmp_path: Path, extra: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
-    path.write_text(JOB.format(extra=textwrap.indent(textwrap.dedent(extra), "  ")))
+    path.write_text(job(extra))
     (loaded,) = load_jobs(path)
     return build_objects(loaded)
 
@@ -71,7 +63,7 @@ def test_network_policy_false_still_turns_it_off(tmp_path: Path) -> None:
 def test_a_misspelt_ingress_rule_is_located(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
-    text = JOB.format(extra="  networkPolicy:\n    ingress:\n    - form: []\n")
+    text = job("networkPolicy:\n  ingress:\n  - form: []\n")
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert ":12:7: spec.networkPolicy.ingress[0].form: unknown field" in result.stderr
@@ -80,7 +72,7 @@ def test_a_misspelt_ingress_rule_is_located(
 def test_an_open_load_balancer_tensorboard_is_refused(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
-    text = JOB.format(extra="  tensorboard: {logDir: /mnt/shared, serviceType: LoadBalancer}\n")
+    text = job("tensorboard: {logDir: /mnt/shared, serviceType: LoadBalancer}\n")
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert "spec.tensorboard.serviceType: a LoadBalancer TensorBoard with no source ranges" \
@@ -139,9 +131,8 @@ def test_validate_judges_a_load_balancer_a_users_component_handles(
     (tmp_path / "overlays" / "cloud" / "kustomization.yaml").write_text(component)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(JOB.format(extra=(
-        "  tensorboard: {logDir: /mnt/shared, serviceType: LoadBalancer}\n"
-        "  overlays: [cloud]\n")))
+    (jobs / "job.yaml").write_text(job(
+        "tensorboard: {logDir: /mnt/shared, serviceType: LoadBalancer}\noverlays: [cloud]\n"))
     output = tmp_path / "output"
     assert run_cli("build", str(jobs), "-o", str(output), "--overlays",
                    str(tmp_path / "overlays")).status == 0
@@ -164,7 +155,7 @@ def test_a_wrong_network_policy_setting_says_what_is_allowed(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
     setting: str, at: str, says: str,
 ) -> None:
-    text = JOB.format(extra=f"  networkPolicy: {setting}\n")
+    text = job(f"networkPolicy: {setting}\n")
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     (line,) = result.stderr.splitlines()[:-1]

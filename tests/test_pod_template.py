@@ -20,7 +20,6 @@ from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.schema import schema_text
 
 
-
 def job(extra: str = "", worker: str = "") -> str:
     """The demo job with `extra` lines in its spec and `worker` lines under its worker role."""
     return job_text(spec_lines='env: {EPOCHS: "3"}\n' + textwrap.dedent(extra),

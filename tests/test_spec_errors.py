@@ -10,26 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
-
-BASE = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-{spec_extra}  roles:
-{roles}
-"""
-
-WORKERS = "    worker: {replicas: 2}"
+from tests.conftest import TWO_WORKERS, Result, job_text
 
 
-def job(spec_extra: str = "", roles: str = WORKERS) -> str:
-    extra = textwrap.indent(textwrap.dedent(spec_extra), "  ") if spec_extra else ""
-    return BASE.format(spec_extra=extra, roles=roles)
+def job(spec_extra: str = "", roles: str = TWO_WORKERS) -> str:
+    return job_text(spec_lines=spec_extra, roles=roles)
 
 
 @dataclass(frozen=True)
