@@ -7,28 +7,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import job_text
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,
     reason="the local runtime needs root on Linux",
 )
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {{name: who}}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  script: train.py
-{extra}  roles:
-    worker: {{replicas: 2}}
-  storage:
-    shared: {{mountPath: /mnt/shared, size: 1Gi}}
-"""
 
 SCRIPT = """\
 import os, pathlib
@@ -44,7 +33,8 @@ with open("/proc/self/status") as status:
 
 def run_local(tmp_path: Path, extra: str = "") -> tuple[int, str, Path]:
     job = tmp_path / "job.yaml"
-    job.write_text(JOB.format(extra=textwrap.indent(textwrap.dedent(extra), "  ")))
+    job.write_text(job_text("who", script="train.py", command=None, spec_lines=extra)
+                   + "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi}\n")
     (tmp_path / "train.py").write_text(SCRIPT)
     claims = tmp_path / "claims"
     process = subprocess.run(

@@ -14,21 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from tests.conftest import Result, job_text
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.problems import UnreadableInput
-
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  script: {script}
-  roles:
-    worker: {{replicas: 2}}
-"""
 
 MARKER = "MARKER-4711-must-not-leak"
 """Written into every file a job must not ship; never in what tfcompile prints or writes."""
@@ -45,7 +33,7 @@ class Layout:
 
     def job(self, script: str) -> Path:
         path = self.job_folder / "job.yaml"
-        path.write_text(JOB.format(script=script), encoding="utf-8")
+        path.write_text(job_text(script=script, command=None), encoding="utf-8")
         return path
 
 
@@ -197,7 +185,8 @@ def test_without_git_the_repository_is_the_job_folder(
     folder = tmp_path / "plain" / "job"
     folder.mkdir(parents=True)
     (tmp_path / "plain" / "shared.py").write_text("print(1)\n", encoding="utf-8")
-    (folder / "job.yaml").write_text(JOB.format(script="../shared.py"), encoding="utf-8")
+    (folder / "job.yaml").write_text(job_text(script="../shared.py", command=None),
+                                     encoding="utf-8")
     result = run_cli("build", str(folder / "job.yaml"), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert "spec.script: leads outside the job's repository" in result.stderr
@@ -255,7 +244,8 @@ def test_an_unreadable_input_is_an_environment_error_naming_the_file(
     folder = Path(tempfile.mkdtemp(prefix="tfcompile-unreadable-"))
     try:
         folder.chmod(0o755)
-        (folder / "job.yaml").write_text(JOB.format(script="train.py"), encoding="utf-8")
+        (folder / "job.yaml").write_text(job_text(script="train.py", command=None),
+                                         encoding="utf-8")
         (folder / "train.py").write_text("print(1)\n", encoding="utf-8")
         for path in folder.iterdir():
             path.chmod(0o000 if path.name == unreadable else 0o644)

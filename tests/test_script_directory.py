@@ -14,27 +14,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Result
+from tests.conftest import Result, job_text
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.scripts import MAXIMUM_SCRIPT_BYTES
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  script: train/
-{command}  roles:
-    worker: {{replicas: 2}}
-"""
-COMMAND = "  command: [python, /opt/tfcompile/script/main.py]\n"
+COMMAND = "[python, /opt/tfcompile/script/main.py]"
 MARKER = "MARKER-4711-must-not-leak"
 
 
-def _repository(tmp_path: Path, command: str = COMMAND) -> Path:
+def _repository(tmp_path: Path, command: str | None = COMMAND) -> Path:
     """A repository with a job whose `train/` package has an entrypoint and a nested module;
     returns the job file."""
     repository = tmp_path / "repo"
@@ -50,7 +39,7 @@ def _repository(tmp_path: Path, command: str = COMMAND) -> Path:
     (package / "model" / "layers" / "dense.py").write_text(
         "def width() -> int:\n    return 7\n", encoding="utf-8")
     job = repository / "jobs" / "demo" / "job.yaml"
-    job.write_text(JOB.format(command=command), encoding="utf-8")
+    job.write_text(job_text(script="train/", command=command), encoding="utf-8")
     return job
 
 
@@ -206,7 +195,7 @@ def test_the_total_size_is_given(tmp_path: Path, run_cli: Callable[..., Result])
 
 
 def test_a_package_needs_a_command(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
-    job = _repository(tmp_path, command="")
+    job = _repository(tmp_path, command=None)
     result = run_cli("build", str(job), "-o", str(tmp_path / "output"))
     assert result.status == 2
     assert ("spec.script: names a folder, so there is no single file to run: set spec.command "
