@@ -18,20 +18,14 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.conftest import job_text
 from tfcompile.compiler.scaffold import HEALTH_KEY, scaffold
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 HEALTH_LUA = resources.files("tfcompile.compiler").joinpath("scaffold_files/health.lua")
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: demo}
-spec:
-  image: tf
-  command: [python, train.py]
-  roles: {chief: {replicas: 1}, worker: {replicas: 2}}
-"""
+JOB = job_text(image="tf", command="[python, train.py]",
+               roles="chief: {replicas: 1}\nworker: {replicas: 2}")
 
 
 def lua_literal(value: Any) -> str:

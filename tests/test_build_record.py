@@ -21,32 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result
+from tests.conftest import Result, job_text
 from tfcompile.compiler import build, build_record
 
-JOB_A = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: alpha}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  script: train.py
-  overlays: [debug]
-  roles:
-    worker: {replicas: 2}
-"""
-
-JOB_B = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: beta}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  roles:
-    chief: {replicas: 1}
-    worker: {replicas: 2}
-"""
+JOB_A = job_text("alpha", script="train.py", command=None, spec_lines="overlays: [debug]")
+JOB_B = job_text("beta", roles="chief: {replicas: 1}\nworker: {replicas: 2}")
 
 BUILD = ["build", "jobs", "-o", "output", "--overlays", "overlays"]
 

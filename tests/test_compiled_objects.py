@@ -9,31 +9,27 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from tests.conftest import job_text
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
-FULL_JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-  namespace: ml
-  labels: {team: vision}
-  annotations: {owner: ana}
-spec:
-  image: tf:1
-  script: train.py
-  args: [--epochs, "3"]
-  env:
-    EPOCHS: "3"
-    KEY: {secretKeyRef: {name: s3, key: secret}}
-  envFrom: [{configMapRef: {name: settings}}]
-  strategy: ParameterServer
-  roles:
+FULL_JOB = job_text(metadata_lines="""\
+    namespace: ml
+    labels: {team: vision}
+    annotations: {owner: ana}
+    """, image="tf:1", script="train.py", command=None, spec_lines="""\
+    args: [--epochs, "3"]
+    env:
+      EPOCHS: "3"
+      KEY: {secretKeyRef: {name: s3, key: secret}}
+    envFrom: [{configMapRef: {name: settings}}]
+    strategy: ParameterServer
+    """, roles="""\
     chief: {replicas: 1}
     worker: {replicas: 2, gpus: 1, env: {EPOCHS: "4"}}
     ps: {replicas: 1, image: tf:cpu, command: [python, -m, server], args: [--port, "1"]}
     evaluator: {replicas: 1}
+    """) + """\
   storage:
     shared: {mountPath: /mnt/shared, size: 10Gi, storageClassName: nfs}
     scratch: {mountPath: /mnt/scratch, sizeLimit: 20Gi}
@@ -225,12 +221,8 @@ def test_network_policy_can_be_turned_off(tmp_path: Path) -> None:
 
 
 def test_one_pod_job_has_no_tf_config(tmp_path: Path) -> None:
-    objects = compile_text(tmp_path, """\
-    apiVersion: tfcompile.dev/v1alpha1
-    kind: TrainingJob
-    metadata: {name: solo}
-    spec: {image: tf, command: [python, t.py], roles: {worker: {replicas: 1}}}
-    """)
+    objects = compile_text(tmp_path, job_text("solo", image="tf", command="[python, t.py]",
+                                              roles="worker: {replicas: 1}"))
     assert "TF_CONFIG" not in env_of(find(objects, "StatefulSet", "solo-worker"))
 
 

@@ -20,21 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import free_ports
+from tests.conftest import free_ports, job_text
 from tfcompile.compiler import launcher
 from tfcompile.compiler.builders.launcher import launcher_data, launcher_settings
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.rules import REVISION_VARIABLE
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: demo}
-spec:
-  image: tf
-  command: [python, train.py]
-  roles: {chief: {replicas: 1}, worker: {replicas: 2}, evaluator: {replicas: 1}}
-"""
+JOB = job_text(image="tf", command="[python, train.py]",
+               roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}")
 
 
 def settings_of(tmp_path: Path, extra: str = "") -> dict[str, Any]:
@@ -105,7 +98,7 @@ def test_settings_name_the_tasks_that_make_the_job_succeed(tmp_path: Path) -> No
     assert settings["evaluatorTasks"] == ["evaluator-0"]
     assert settings["releaseFirst"] == ["demo-chief", "demo-worker"]
     assert settings["releaseLast"] == ["demo-evaluator"]
-    without_chief = JOB.replace("chief: {replicas: 1}, ", "")
+    without_chief = JOB.replace("    chief: {replicas: 1}\n", "")
     (tmp_path / "job.yaml").write_text(without_chief)
     (loaded,) = load_jobs(tmp_path / "job.yaml")
     assert launcher_settings(loaded.job)["successTasks"] == ["worker-0", "worker-1"]

@@ -15,26 +15,17 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLES, OUTPUT, Result
+from tests.conftest import EXAMPLES, OUTPUT, Result, job_text
 from tests.go_modules import POD_SECURITY_ADMISSION, module_directory
 from tfcompile.compiler.validation.pod_security import level_of
 
 ADMISSION_PROGRAM = Path(__file__).parent / "pod_security_admission" / "main.go"
 
-ROOT_JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: rooted
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  podTemplate:
-    spec:
-      securityContext: {runAsUser: 0, runAsNonRoot: false}
-  roles:
-    worker: {replicas: 2}
-"""
+ROOT_JOB = job_text("rooted", spec_lines="""\
+    podTemplate:
+      spec:
+        securityContext: {runAsUser: 0, runAsNonRoot: false}
+    """)
 
 
 def templates_in_output() -> list[tuple[str, dict[str, Any]]]:

@@ -15,26 +15,15 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from tests.conftest import job_text
+
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata:
-  name: demo
-  labels: {team: vision}
-spec:
-  image: tf:1
-  script: train.py
-  env: {EPOCHS: "3"}
-  roles:
-    chief: {replicas: 1}
-    worker: {replicas: 2}
-    evaluator: {replicas: 1}
-  storage:
-    shared: {mountPath: /mnt/shared, size: 10Gi}
-  tensorboard: {logDir: /mnt/shared/logs}
-"""
+JOB = job_text(metadata_lines="labels: {team: vision}", image="tf:1", script="train.py",
+               command=None, spec_lines='env: {EPOCHS: "3"}',
+               roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}") + (
+    "  storage:\n    shared: {mountPath: /mnt/shared, size: 10Gi}\n"
+    "  tensorboard: {logDir: /mnt/shared/logs}\n")
 
 
 def compiled(tmp_path: Path, text: str, script: str = "print('train')\n") -> dict[str, str]:
