@@ -8,23 +8,18 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import OVERLAYS, Result
+from tests.conftest import OVERLAYS, Result, job_text
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {{name: fight}}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  env: {{EPOCHS: "3"}}
-  overlays: [{overlays}]
-  podTemplate:
-    spec:
-      tolerations: [{{key: dedicated, operator: Exists}}]
-  roles:
-    worker: {{replicas: 2, gpus: 1}}
-"""
+
+def job(overlays: str) -> str:
+    """The job `fight`: two GPU workers with a toleration of their own, under `overlays`."""
+    return job_text("fight", spec_lines=f"""\
+        env: {{EPOCHS: "3"}}
+        overlays: [{overlays}]
+        podTemplate:
+          spec:
+            tolerations: [{{key: dedicated, operator: Exists}}]
+        """, roles="worker: {replicas: 2, gpus: 1}")
 
 SPOT = """\
 apiVersion: kustomize.config.k8s.io/v1alpha1
@@ -63,7 +58,7 @@ def repository(tmp_path: Path, overlays: str, components: dict[str, str]) -> Pat
         (overlay_directory / name / "kustomization.yaml").write_text(text)
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(JOB.format(overlays=overlays))
+    (jobs / "job.yaml").write_text(job(overlays))
     return jobs
 
 

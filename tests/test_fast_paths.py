@@ -18,7 +18,6 @@ import random
 import re
 import subprocess
 import sys
-import textwrap
 import tracemalloc
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -31,7 +30,7 @@ from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
 from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarString
 
-from tests.conftest import EXAMPLES, OVERLAYS, Result
+from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
 from tfcompile.compiler.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.rendering.kustomize import render
@@ -100,19 +99,13 @@ def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, che
 ONLY_FOR_ERRORS_OR_CHECK = ("difflib", "traceback", "tfcompile.spec.messages")
 """What a build loads only to explain invalid specs, diff a stale tree or report a bug."""
 
-ONE_JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: one}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, train.py]
-  roles:
-    chief: {replicas: 1}
-    worker: {replicas: %s}
-    ps: {replicas: 1}
-    evaluator: {replicas: 1}
-"""
+
+
+def every_role_job(name: str, workers: str) -> str:
+    """A job with a chief, `workers` workers, a parameter server and an evaluator."""
+    return job_text(name, command="[python, train.py]", roles=(
+        f"chief: {{replicas: 1}}\nworker: {{replicas: {workers}}}\n"
+        "ps: {replicas: 1}\nevaluator: {replicas: 1}"))
 
 
 @pytest.mark.parametrize("keep_record", [False, True], ids=["no record", "record kept"])
@@ -120,13 +113,14 @@ def test_a_build_that_succeeds_loads_nothing_only_errors_or_check_need(
     tmp_path: Path, keep_record: bool
 ) -> None:
     job = tmp_path / "job.yaml"
-    job.write_text(ONE_JOB % 2)
+    job.write_text(every_role_job("one", "2"))
     arguments = ["build", str(job), "-o", str(tmp_path / "output")]
     status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
     assert status == 0
     assert {"tfcompile.spec.models", "tfcompile.compiler.compile"} <= modules  # a full build
     assert sorted(set(ONLY_FOR_ERRORS_OR_CHECK) & modules) == []
-    job.write_text(ONE_JOB % '"2"')  # invalid: the messages are loaded when they are needed
+    # Invalid: the messages are loaded when they are needed.
+    job.write_text(every_role_job("one", '"2"'))
     status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
     assert status == 2
     assert "tfcompile.spec.messages" in modules
@@ -385,19 +379,7 @@ def test_validate_memory_grows_with_tasks_not_their_square(
     with its parsed cluster, that would be hundreds of megabytes."""
     job = tmp_path / "jobs" / "job.yaml"
     job.parent.mkdir()
-    job.write_text(textwrap.dedent("""\
-        apiVersion: tfcompile.dev/v1alpha1
-        kind: TrainingJob
-        metadata: {name: fleet}
-        spec:
-          image: tensorflow/tensorflow:2.16.1
-          command: [python, train.py]
-          roles:
-            chief: {replicas: 1}
-            worker: {replicas: 2000}
-            ps: {replicas: 1}
-            evaluator: {replicas: 1}
-        """))
+    job.write_text(every_role_job("fleet", "2000"))
     output = tmp_path / "output"
     assert run_cli("build", str(job), "-o", str(output), "--overlays", str(OVERLAYS)).status == 0
     rendered = render(output / "fleet")
