@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES, OVERLAYS
+from tests.conftest import EXAMPLES, OVERLAYS, job_text
 
 pytestmark = [
     pytest.mark.end_to_end,
@@ -254,10 +254,7 @@ def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> No
         "import os, sys\n"
         "print('cannot open dataset on', os.environ['HOSTNAME'], flush=True)\n"
         "sys.exit(3)\n")
-    job.write_text(
-        "apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: broken}\n"
-        "spec:\n  image: tensorflow/tensorflow:2.16.1\n  script: train.py\n"
-        "  roles:\n    worker: {replicas: 2}\n")
+    job.write_text(job_text("broken", script="train.py", command=None))
     started = time.monotonic()
     status, output = run_local(job, tmp_path, "--restart-limit", "2")
     assert status == 1, output

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import job_text
 from tfcompile.compiler.cli import main
 from tfcompile.compiler.rendering.kustomize import RenderError, render
 from tfcompile.compiler.validation import (
@@ -48,6 +49,17 @@ def user_overlay(base: Path, kustomization: str) -> Path:
         f"resources: [../output/{base.name}]\n" + textwrap.dedent(kustomization)
     )
     return user
+
+
+def scaled_by_patch(base: Path, target: str, replicas: int) -> ValidationReport:
+    """The report on `base` under a user's patch that sets the replicas of what `target`
+    selects, without recompiling."""
+    return validate(user_overlay(base, f"""\
+        patches:
+        - target: {target}
+          patch: |
+            - {{op: replace, path: /spec/replicas, value: {replicas}}}
+        """))
 
 
 def messages(report: ValidationReport) -> list[str]:
@@ -106,17 +118,7 @@ def test_name_prefix_or_suffix_breaks_tf_config_hosts(mnist: Path, setting: str,
 
 
 def test_replica_patch_without_recompiling_is_caught(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: replace, path: /spec/replicas, value: 3}
-            """,
-        )
-    )
+    report = scaled_by_patch(mnist, "{kind: StatefulSet, name: mnist-worker}", 3)
     assert len(report.problems) == 1
     problem = report.problems[0]
     assert problem.object_reference == "StatefulSet/mnist-worker"
@@ -125,17 +127,7 @@ def test_replica_patch_without_recompiling_is_caught(mnist: Path) -> None:
 
 
 def test_scaling_down_by_patch_is_one_problem(mnist: Path) -> None:
-    report = validate(
-        user_overlay(
-            mnist,
-            """\
-            patches:
-            - target: {kind: StatefulSet, name: mnist-worker}
-              patch: |
-                - {op: replace, path: /spec/replicas, value: 1}
-            """,
-        )
-    )
+    report = scaled_by_patch(mnist, "{kind: StatefulSet, name: mnist-worker}", 1)
     assert messages(report) == [
         "StatefulSet/mnist-worker: it has 1 replicas but TF_CONFIG lists 2 worker tasks, so the "
         "cluster waits for tasks that no pod runs; change the role's replicas in job.yaml and run "
@@ -329,34 +321,11 @@ def test_missing_key_in_a_rendered_config_map(mnist: Path) -> None:
 def test_single_pod_job_scaled_by_patch(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(
-        textwrap.dedent(
-            """\
-            apiVersion: tfcompile.dev/v1alpha1
-            kind: TrainingJob
-            metadata: {name: solo}
-            spec:
-              image: tensorflow/tensorflow:2.16.1
-              command: [python, /app/train.py]
-              roles:
-                worker: {replicas: 1}
-            """
-        )
-    )
+    (jobs / "job.yaml").write_text(job_text("solo", roles="worker: {replicas: 1}"))
     assert main(["build", str(jobs / "job.yaml"), "-o", str(tmp_path / "output")]) == 0
     solo = tmp_path / "output" / "solo"
     assert validate(solo).ok
-    report = validate(
-        user_overlay(
-            solo,
-            """\
-            patches:
-            - target: {kind: StatefulSet}
-              patch: |
-                - {op: replace, path: /spec/replicas, value: 3}
-            """,
-        )
-    )
+    report = scaled_by_patch(solo, "{kind: StatefulSet}", 3)
     assert [problem.object_reference for problem in report.problems] == ["StatefulSet/solo-worker"]
     assert "none has TF_CONFIG" in report.problems[0].message
 
