@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MINIMAL_JOB
+from tests.conftest import job_text
 
 TFCOMPILE = str(Path(sys.executable).with_name("tfcompile"))
 AS_ROOT_ON_LINUX = pytest.mark.skipif(
@@ -27,8 +27,7 @@ def _repository(root: Path, replicas: int = 2) -> Path:
         folder = root / "jobs" / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "job.yaml").write_text(
-            MINIMAL_JOB.replace("name: demo", f"name: {name}")
-            .replace("replicas: 2", f"replicas: {replicas}"))
+            job_text(name, roles=f"worker: {{replicas: {replicas}}}"))
     return root
 
 
@@ -52,6 +51,20 @@ def _one_line(stderr: str) -> str:
     return lines[0]
 
 
+def _built(repository: Path, output: Path) -> dict[str, bytes]:
+    """Build the repository's jobs into `output`; the tree it wrote."""
+    assert _tfcompile(repository, "build", "jobs", "-o", str(output)).returncode == 0
+    return _tree(output)
+
+
+def _failed_rebuild(repository: Path, output: Path) -> str:
+    """Give every job three workers and build into `output` again, which fails; its one line."""
+    _repository(repository, replicas=3)
+    result = _tfcompile(repository, "build", "jobs", "-o", str(output))
+    assert result.returncode == 1
+    return _one_line(result.stderr)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 512 KiB tmpfs, unmounted whatever happens."""
@@ -71,16 +84,12 @@ def test_a_full_disk_is_one_line_with_the_path_and_the_old_tree_stays(
 ) -> None:
     repository = _repository(tmp_path / "repository")
     output = small_disk / "output"
-    assert _tfcompile(repository, "build", "jobs", "-o", str(output)).returncode == 0
-    before = _tree(output)
+    before = _built(repository, output)
     filler = small_disk / "filler"
     with pytest.raises(OSError, match="No space left"), filler.open("wb", buffering=0) as handle:
         while True:
             handle.write(b"\0" * 4096)
-    _repository(repository, replicas=3)
-    result = _tfcompile(repository, "build", "jobs", "-o", str(output))
-    assert result.returncode == 1
-    line = _one_line(result.stderr)
+    line = _failed_rebuild(repository, output)
     assert line.startswith(f"tfcompile: cannot write {output}/a/")
     assert line.endswith(": No space left on device")
     assert _tree(output) == before
@@ -96,14 +105,10 @@ def test_a_read_only_tree_is_one_line_and_an_up_to_date_build_still_passes(
 ) -> None:
     repository = _repository(tmp_path / "repository")
     output = small_disk / "output"
-    assert _tfcompile(repository, "build", "jobs", "-o", str(output)).returncode == 0
-    before = _tree(output)
+    before = _built(repository, output)
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     assert _tfcompile(repository, "build", "jobs", "-o", str(output)).returncode == 0
-    _repository(repository, replicas=3)
-    result = _tfcompile(repository, "build", "jobs", "-o", str(output))
-    assert result.returncode == 1
-    assert _one_line(result.stderr) == (
+    assert _failed_rebuild(repository, output) == (
         f"tfcompile: cannot write {output}/a: Read-only file system")
     assert _tree(output) == before
     check = _tfcompile(repository, "build", "jobs", "-o", str(output), "--check")
