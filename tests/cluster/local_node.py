@@ -13,34 +13,19 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+from tests.cluster.waiting import wait_for
 from tests.conftest import EXAMPLES, OVERLAYS, REPOSITORY
 
 CONTROL_PLANE = REPOSITORY / "scripts" / "control-plane.sh"
 UP_TIMEOUT_SECONDS = 3 * 60 * 60  # the first run builds Kubernetes from source
 # Restarts after 2 s instead of the kubelet's 10 s: the cases resume sooner on a slow machine.
 NODE_ARGUMENTS = "--backoff-seconds 2"
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout: float,
-             describe: Callable[[], str] = lambda: "") -> T:
-    """Poll `check` until it returns something other than None/False, or fail after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{describe()}")
-        time.sleep(1)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.cluster.conftest import Cluster
+from tests.cluster.waiting import wait_for
 from tests.test_argo_cd_health import health
 
 pytestmark = pytest.mark.cluster
@@ -215,12 +216,7 @@ def pods(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
             process.wait(timeout=10)
 
 
-def wait_for(condition: Any, what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"after {seconds:.0f} s: {what}")
-        time.sleep(0.3)
+WAIT_SECONDS = 60.0
 
 
 def idling(process: subprocess.Popen[str]) -> None:
@@ -239,18 +235,20 @@ def test_success_is_recorded_sticks_and_releases_the_job_evaluator_last(
     train = f"echo trained >> {shlex.quote(str(runs))}"
 
     worker = pods(job, "worker", 0).run(train)
-    wait_for(lambda: job.records().get("worker-0") == f"succeeded {revision}",
-             "worker-0 recorded its success")
+    wait_for("worker-0 to record its success",
+             lambda: job.records().get("worker-0") == f"succeeded {revision}", WAIT_SECONDS)
     idling(worker)
     assert set(job.replicas().values()) == {1, 2}  # a worker is not the job: nothing released
 
     chief = pods(job, "chief", 0).run(train)
-    wait_for(lambda: job.replicas()["trained-chief"] == 0, "the chief released the job")
+    wait_for("the chief to release the job", lambda: job.replicas()["trained-chief"] == 0,
+             WAIT_SECONDS)
     idling(chief)
     assert job.replicas() == {"trained-chief": 0, "trained-worker": 0, "trained-evaluator": 1}
 
     evaluator = pods(job, "evaluator", 0).run(train)  # its last evaluation, then release
-    wait_for(lambda: job.replicas()["trained-evaluator"] == 0, "the evaluator released itself")
+    wait_for("the evaluator to release itself",
+             lambda: job.replicas()["trained-evaluator"] == 0, WAIT_SECONDS)
     idling(evaluator)
     assert job.phase() == "Released"
     assert runs.read_text() == "trained\n" * 3
@@ -264,8 +262,8 @@ def test_success_is_recorded_sticks_and_releases_the_job_evaluator_last(
     assert job.records()["chief-0"] == f"succeeded {revision}"
     # A new revision trains.
     new = pods(job, "chief", 0, fresh="-new-revision").run(train, revision="0" * 12)
-    wait_for(lambda: job.records()["chief-0"] == f"succeeded {'0' * 12}",
-             "the new revision recorded its success")
+    wait_for("the new revision to record its success",
+             lambda: job.records()["chief-0"] == f"succeeded {'0' * 12}", WAIT_SECONDS)
     assert runs.read_text() == "trained\n" * 4
     idling(new)
     # The record lives in the API server: the Role let the launcher patch its own ConfigMap,
@@ -281,7 +279,8 @@ def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
     job = deploy(cluster, tmp_path, "broken", "  onSuccess: release\n"
                  "  failurePolicy: {maxRestarts: 5, doNotRetryExitCodes: [2]}\n")
     worker = pods(job, "worker", 1).run("echo bad data >&2; exit 2")
-    wait_for(lambda: set(job.replicas().values()) == {0}, "the failure released the job")
+    wait_for("the failure to release the job", lambda: set(job.replicas().values()) == {0},
+             WAIT_SECONDS)
     idling(worker)
     assert job.records()["worker-1"] == f"failed {job.revision} exit 2 after 0 restarts"
     assert job.phase() == "Failed"
@@ -297,7 +296,8 @@ def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
         cluster.kubectl("scale", f"statefulset/{name}", "--replicas=1", "--namespace",
                         job.namespace)
     again = pods(job, "worker", 1, fresh="-recreated").run("echo trained-again; exit 0")
-    wait_for(lambda: set(job.replicas().values()) == {0}, "the recreated pod released the job")
+    wait_for("the recreated pod to release the job",
+             lambda: set(job.replicas().values()) == {0}, WAIT_SECONDS)
     idling(again)
     assert job.records()["worker-1"].startswith(f"failed {job.revision} ")
 
@@ -306,8 +306,9 @@ def test_status_shows_pending_suspended_released_and_revisions(
         cluster: Cluster, tmp_path: Path) -> None:
     job = deploy(cluster, tmp_path, "shown")
     committed = job.revision
-    wait_for(lambda: len(cluster.get_json("pods", "--namespace", job.namespace)["items"]) == 4,
-             "the StatefulSet controller created the pods")
+    wait_for("the StatefulSet controller to create the pods",
+             lambda: len(cluster.get_json("pods", "--namespace", job.namespace)["items"]) == 4,
+             WAIT_SECONDS)
     found = json.loads(job.status("--json"))
     assert [(s["phase"], s["deployed_revision"], s["committed_revision"]) for s in found] == [
         ("Pending", committed, committed)]

@@ -32,8 +32,8 @@ from tests.cluster.local_node import (
     processes_of_pod,
     remove_namespace,
     start_local_node,
-    wait_for,
 )
+from tests.cluster.waiting import wait_for
 
 pytestmark = [
     pytest.mark.cluster,

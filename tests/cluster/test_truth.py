@@ -14,8 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.conftest import Cluster
+from tests.cluster.waiting import wait_for
 from tests.conftest import EXAMPLES, OUTPUT, OVERLAYS
 from tfcompile.compiler.rendering.environment import (
     DownwardApi,
@@ -100,17 +100,6 @@ def differences(sent: Any, kept: Any, path: str = "") -> list[str]:
     return [] if sent == kept else [f"{path}: sent {sent!r}, stored {kept!r}"]
 
 
-def wait_for(condition: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"after {WAIT_SECONDS:.0f} s: {what}")
-        time.sleep(0.5)
-
-
 def stateful_set_pods(cluster: Cluster, namespace: str, job: str) -> list[dict[str, Any]]:
     pods = cluster.get_json("pods", "--namespace", namespace,
                             f"--selector=tfcompile.dev/job={job}")["items"]
@@ -144,9 +133,9 @@ def deploy(cluster: Cluster, job: str, directory: Path, *others: Path) -> Deploy
 def deployed(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[Deployed]:
     job = str(request.param)
     result = deploy(cluster, job, OUTPUT / job)
-    wait_for(lambda: len(stateful_set_pods(cluster, result.namespace, job))
-             == expected_pod_count(result.objects),
-             f"the StatefulSet controller did not create the pods of {job}")
+    wait_for(f"the StatefulSet controller to create the pods of {job}",
+             lambda: len(stateful_set_pods(cluster, result.namespace, job))
+             == expected_pod_count(result.objects), WAIT_SECONDS)
     yield result
     cluster.kubectl("delete", "namespace", result.namespace, "--wait=false")
 
@@ -223,13 +212,13 @@ def test_suspend_keeps_the_claim_and_prune_removes_everything(
     first = deploy(cluster, job, OUTPUT / job, OUTPUT / other)
     namespace = first.namespace
     others = in_namespace(rendered(OUTPUT / other), namespace)
-    wait_for(lambda: len(stateful_set_pods(cluster, namespace, job)) == expected_pod_count(
-        first.objects), f"no pods of {job}")
+    wait_for(f"the pods of {job}", lambda: len(stateful_set_pods(cluster, namespace, job))
+             == expected_pod_count(first.objects), WAIT_SECONDS)
 
     suspended = in_namespace(rendered(suspended_copy(job, tmp_path)), namespace)
     apply(cluster, suspended + others, namespace)
-    wait_for(lambda: stateful_set_pods(cluster, namespace, job) == [],
-             f"pods of suspended {job} still there")
+    wait_for(f"the pods of suspended {job} to go",
+             lambda: stateful_set_pods(cluster, namespace, job) == [], WAIT_SECONDS)
     claims = [o for o in first.objects if o["kind"] == "PersistentVolumeClaim"]
     for claim in claims:
         assert stored(cluster, claim, namespace)["metadata"].get("deletionTimestamp") is None
@@ -244,7 +233,8 @@ def test_suspend_keeps_the_claim_and_prune_removes_everything(
                                 namespace, f"--selector=tfcompile.dev/job={job}", "--output=name")
         return found + owned.stdout.split()
 
-    wait_for(lambda: leftovers() == [], f"pruning {job} left objects behind")
+    wait_for(f"pruning {job} to leave no objects behind", lambda: leftovers() == [],
+             WAIT_SECONDS)
     for kubernetes_object in others:  # the other job is untouched
         stored(cluster, kubernetes_object, namespace)
     cluster.kubectl("delete", "namespace", namespace, "--wait=false")
