@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,52 @@ def module_directory(module: tuple[str, str]) -> Path:
     if "Dir" not in info:
         pytest.fail(f"go mod download {path}@{version} failed: {info.get('Error')}")
     return Path(info["Dir"])
+
+
+def volcano_source() -> Path:
+    """The Go package of Volcano's `scheduling` kinds (PodGroup, Queue)."""
+    return module_directory(VOLCANO_APIS) / "pkg" / "apis" / "scheduling" / "v1beta1"
+
+
+def scheduler_plugins_crd_file() -> Path:
+    """The CRD of the coscheduling plugin's PodGroup."""
+    return (module_directory(SCHEDULER_PLUGINS) / "config" / "crd" / "bases" /
+            "scheduling.x-k8s.io_podgroups.yaml")
+
+
+def coscheduling_pod_group_label() -> str:
+    """The pod label that puts a pod into a coscheduling PodGroup."""
+    return go_string_constant(module_directory(SCHEDULER_PLUGINS) / "apis" / "scheduling" /
+                              "v1alpha1" / "types.go", "PodGroupLabel")
+
+
+def kueue_crd_files() -> list[Path]:
+    return sorted((module_directory(KUEUE) / "config" / "components" / "crd" / "bases")
+                  .glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class KueueNames:
+    """The label and annotation keys with which Kueue admits plain pods as one group."""
+
+    queue_label: str
+    group_label: str
+    total_count: str
+    serving: str
+    serving_value: str
+
+
+def kueue_names() -> KueueNames:
+    kueue = module_directory(KUEUE)
+    pod_constants = kueue / "pkg" / "controller" / "jobs" / "pod" / "constants" / "constants.go"
+    return KueueNames(
+        queue_label=go_string_constant(
+            kueue / "pkg" / "controller" / "constants" / "constants.go", "QueueLabel"),
+        group_label=go_string_constant(pod_constants, "GroupNameLabel"),
+        total_count=go_string_constant(pod_constants, "GroupTotalCountAnnotation"),
+        serving=go_string_constant(pod_constants, "GroupServingAnnotationKey"),
+        serving_value=go_string_constant(pod_constants, "GroupServingAnnotationValue"),
+    )
 
 
 def go_string_constant(source: Path, name: str) -> str:

@@ -3,7 +3,6 @@ against that project's own sources (CRDs, Go types and constants fetched at test
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,37 +11,36 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import Result
+from tests.conftest import Result, job_text
 from tests.go_modules import (
     KUEUE,
     SCHEDULER_PLUGINS,
-    VOLCANO_APIS,
+    coscheduling_pod_group_label,
     go_string_constant,
     go_struct_schema,
+    kueue_names,
     module_directory,
+    scheduler_plugins_crd_file,
+    volcano_source,
 )
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {{name: gang, namespace: research}}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, /app/train.py]
-  scheduling: {scheduling}
-  roles:
-    chief: {{replicas: 1}}
-    worker: {{replicas: 3, gpus: 1}}
-    ps: {{replicas: 2}}
-"""
+JOB_NAME = "gang"
 ROLES = ("gang-chief", "gang-worker", "gang-ps")
+
+
+def gang_job(scheduling: str, namespace: str = "research",
+             roles: str = "chief: {replicas: 1}\nworker: {replicas: 3, gpus: 1}\n"
+                          "ps: {replicas: 2}") -> str:
+    """The job `gang` in `namespace`, its pods one gang under `scheduling`."""
+    return job_text(JOB_NAME, metadata_lines=f"namespace: {namespace}",
+                    spec_lines=f"scheduling: {scheduling}", roles=roles)
 
 
 def compile_with(tmp_path: Path, scheduling: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
-    path.write_text(JOB.format(scheduling=scheduling))
+    path.write_text(gang_job(scheduling))
     (loaded,) = load_jobs(path)
     return build_objects(loaded)
 
@@ -76,7 +74,7 @@ def crd_schema(crd_file: Path, version: str) -> dict[str, Any]:
 def test_volcano_gets_one_pod_group_of_every_pod(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: volcano, queue: gpu-queue}")
     (group,) = of_kind(objects, "PodGroup")
-    source = module_directory(VOLCANO_APIS) / "pkg" / "apis" / "scheduling" / "v1beta1"
+    source = volcano_source()
     group_name = go_string_constant(source / "register.go", "GroupName")
     assert group["apiVersion"] == f"{group_name}/v1beta1"
     # No CRD file ships with volcano.sh/apis: the schema is derived from its Go types.
@@ -98,13 +96,11 @@ def test_coscheduling_gets_its_pod_group_and_pod_label(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: coscheduling}")
     (group,) = of_kind(objects, "PodGroup")
     plugins = module_directory(SCHEDULER_PLUGINS)
-    schema = crd_schema(plugins / "config" / "crd" / "bases" /
-                        "scheduling.x-k8s.io_podgroups.yaml", "v1alpha1")
+    schema = crd_schema(scheduler_plugins_crd_file(), "v1alpha1")
     jsonschema.validate(group, schema)
     assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
     assert group["spec"] == {"minMember": 6}
-    label = go_string_constant(plugins / "apis" / "scheduling" / "v1alpha1" / "types.go",
-                               "PodGroupLabel")
+    label = coscheduling_pod_group_label()
     values = YAML(typ="safe").load(
         (plugins / "manifests" / "install" / "charts" / "as-a-second-scheduler" /
          "values.yaml").read_text())
@@ -121,21 +117,15 @@ def test_kueue_gets_one_pod_group_across_all_roles(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: kueue, queue: team-a}")
     assert not of_kind(objects, "PodGroup")
     kueue = module_directory(KUEUE)
-    pod_constants = kueue / "pkg" / "controller" / "jobs" / "pod" / "constants" / "constants.go"
-    queue_label = go_string_constant(
-        kueue / "pkg" / "controller" / "constants" / "constants.go", "QueueLabel")
-    group_label = go_string_constant(pod_constants, "GroupNameLabel")
-    total = go_string_constant(pod_constants, "GroupTotalCountAnnotation")
-    serving = go_string_constant(pod_constants, "GroupServingAnnotationKey")
-    serving_value = go_string_constant(pod_constants, "GroupServingAnnotationValue")
+    names = kueue_names()
     for item in of_kind(objects, "StatefulSet"):
         # On the StatefulSet, the queue label would make Kueue admit each role on its own.
-        assert queue_label not in item["metadata"]["labels"]
+        assert names.queue_label not in item["metadata"]["labels"]
         metadata = item["spec"]["template"]["metadata"]
-        assert metadata["labels"][queue_label] == "team-a"
-        assert metadata["labels"][group_label] == "gang"
-        assert metadata["annotations"][total] == "6"
-        assert metadata["annotations"][serving] == serving_value
+        assert metadata["labels"][names.queue_label] == "team-a"
+        assert metadata["labels"][names.group_label] == "gang"
+        assert metadata["annotations"][names.total_count] == "6"
+        assert metadata["annotations"][names.serving] == names.serving_value
         assert "schedulerName" not in item["spec"]["template"]["spec"]
     # The LocalQueue the label names is a Kueue object; its name must be one Kueue accepts.
     local_queue = YAML(typ="safe").load(
@@ -155,7 +145,7 @@ def test_kueue_gets_one_pod_group_across_all_roles(tmp_path: Path) -> None:
 )
 def test_scheduling_mistakes(write_job: Callable[..., Path], run_cli: Callable[..., Result],
                              tmp_path: Path, scheduling: str, field: str, says: str) -> None:
-    result = run_cli("build", str(write_job(JOB.format(scheduling=scheduling))),
+    result = run_cli("build", str(write_job(gang_job(scheduling))),
                      "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert any(f": {field}: " in line and says in line for line in result.stderr.splitlines()), \
@@ -165,8 +155,7 @@ def test_scheduling_mistakes(write_job: Callable[..., Path], run_cli: Callable[.
 def test_scheduler_name_in_a_pod_template_points_at_scheduling(
     write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
 ) -> None:
-    text = JOB.format(scheduling="{gang: volcano}") + textwrap.indent(
-        "podTemplate: {spec: {schedulerName: volcano}}\n", "  ")
+    text = gang_job("{gang: volcano}") + "  podTemplate: {spec: {schedulerName: volcano}}\n"
     result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert "spec.podTemplate.spec.schedulerName: not allowed in podTemplate: set " \
@@ -187,7 +176,7 @@ def test_validate_lists_the_queue_to_create_first(
     scheduling: str, requires: str,
 ) -> None:
     output = tmp_path / "out"
-    assert run_cli("build", str(write_job(JOB.format(scheduling=scheduling))), "-o",
+    assert run_cli("build", str(write_job(gang_job(scheduling))), "-o",
                    str(output)).status == 0
     result = run_cli("validate", str(output / "gang"))
     assert result.status == 0, result.stdout

@@ -15,8 +15,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,37 +23,25 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.cluster.conftest import Cluster
+from tests.cluster.waiting import wait_for
 from tests.go_modules import (
-    KUEUE,
-    SCHEDULER_PLUGINS,
-    VOLCANO_APIS,
+    coscheduling_pod_group_label,
     go_string_constant,
     go_struct_schema,
-    module_directory,
+    kueue_crd_files,
+    kueue_names,
+    scheduler_plugins_crd_file,
+    volcano_source,
 )
+from tests.test_gang_scheduling import JOB_NAME, gang_job
 
 pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 FIELD_MANAGER = "gitops-controller"
-JOB_NAME = "gang"
 ROLES = {"chief": 1, "worker": 3, "ps": 2}
 EVERY_POD = sum(ROLES.values())
 WAIT_SECONDS = 60.0
-
-
-def kueue_crd_files() -> list[Path]:
-    return sorted((module_directory(KUEUE) / "config" / "components" / "crd" / "bases")
-                  .glob("*.yaml"))
-
-
-def scheduler_plugins_crd_file() -> Path:
-    return (module_directory(SCHEDULER_PLUGINS) / "config" / "crd" / "bases" /
-            "scheduling.x-k8s.io_podgroups.yaml")
-
-
-def volcano_source() -> Path:
-    return module_directory(VOLCANO_APIS) / "pkg" / "apis" / "scheduling" / "v1beta1"
 
 
 def volcano_crd(kind: str, plural: str) -> dict[str, Any]:
@@ -139,17 +125,8 @@ def build_validate_apply(cluster: Cluster, root: Path, namespace: str,
     """Compile a job with `scheduling` into `namespace`, validate it on the server, sync it."""
     job = root / "jobs" / JOB_NAME
     job.mkdir(parents=True)
-    roles = "\n".join(f"    {role}: {{replicas: {count}}}" for role, count in ROLES.items())
-    (job / "job.yaml").write_text(textwrap.dedent(f"""\
-        apiVersion: tfcompile.dev/v1alpha1
-        kind: TrainingJob
-        metadata: {{name: {JOB_NAME}, namespace: {namespace}}}
-        spec:
-          image: tensorflow/tensorflow:2.16.1
-          command: [python, /app/train.py]
-          scheduling: {scheduling}
-          roles:
-        """) + roles + "\n", encoding="utf-8")
+    roles = "\n".join(f"{role}: {{replicas: {count}}}" for role, count in ROLES.items())
+    (job / "job.yaml").write_text(gang_job(scheduling, namespace, roles), encoding="utf-8")
     built = tfcompile(cluster, "build", "jobs", "-o", "output", cwd=root)
     assert built.returncode == 0, built.stderr
     output = root / "output" / JOB_NAME
@@ -187,18 +164,21 @@ def stateful_sets(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
 def pods_when_all_created(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     """The job's pods once the StatefulSet controller created every one (Pod Security admission
     judges pods, so this is where "restricted" is enforced); no scheduler places them."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while True:
-        pods: list[dict[str, Any]] = cluster.get_json(
+    def pods() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = cluster.get_json(
             "pods", "--namespace", namespace, f"--selector=tfcompile.dev/job={JOB_NAME}",
         )["items"]
-        if len(pods) == EVERY_POD:
-            return pods
-        if time.monotonic() > deadline:
-            events = cluster.kubectl("get", "events", "--namespace", namespace).stdout
-            raise AssertionError(f"after {WAIT_SECONDS:.0f} s, {len(pods)} of {EVERY_POD} pods "
-                                 f"were created:\n{events}")
-        time.sleep(0.5)
+        return found
+
+    def all_created() -> list[dict[str, Any]] | None:
+        found = pods()
+        return found if len(found) == EVERY_POD else None
+
+    def created() -> str:
+        events = cluster.kubectl("get", "events", "--namespace", namespace).stdout
+        return f"{len(pods())} of {EVERY_POD} pods were created:\n{events}"
+
+    return wait_for(f"all {EVERY_POD} pods of the job", all_created, WAIT_SECONDS, created)
 
 
 @pytest.mark.usefixtures("crds")
@@ -236,9 +216,7 @@ def test_volcano_pod_group_is_accepted_with_every_pod(
 def test_coscheduling_pod_group_is_accepted_with_every_pod(
     cluster: Cluster, namespace: str, tmp_path: Path,
 ) -> None:
-    plugins = module_directory(SCHEDULER_PLUGINS)
-    label = go_string_constant(plugins / "apis" / "scheduling" / "v1alpha1" / "types.go",
-                               "PodGroupLabel")
+    label = coscheduling_pod_group_label()
     build_validate_apply(cluster, tmp_path, namespace, "{gang: coscheduling}")
 
     group = cluster.get_json(f"podgroups.scheduling.x-k8s.io/{JOB_NAME}", "--namespace", namespace)
@@ -256,12 +234,7 @@ def test_coscheduling_pod_group_is_accepted_with_every_pod(
 def test_kueue_pod_group_labels_are_accepted_next_to_its_queues(
     cluster: Cluster, namespace: str, tmp_path: Path,
 ) -> None:
-    kueue = module_directory(KUEUE)
-    pod_constants = kueue / "pkg" / "controller" / "jobs" / "pod" / "constants" / "constants.go"
-    queue_label = go_string_constant(
-        kueue / "pkg" / "controller" / "constants" / "constants.go", "QueueLabel")
-    group_label = go_string_constant(pod_constants, "GroupNameLabel")
-    total = go_string_constant(pod_constants, "GroupTotalCountAnnotation")
+    names = kueue_names()
     cluster_queue = f"cluster-{namespace}"
     queues = [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -291,15 +264,15 @@ def test_kueue_pod_group_labels_are_accepted_next_to_its_queues(
             assert not any(key.startswith("kueue.x-k8s.io/")
                            for key in item["metadata"].get("labels", {}))
             metadata = item["spec"]["template"]["metadata"]
-            assert metadata["labels"][queue_label] == "team-a"
-            assert metadata["labels"][group_label] == JOB_NAME
-            assert metadata["annotations"][total] == str(EVERY_POD)
+            assert metadata["labels"][names.queue_label] == "team-a"
+            assert metadata["labels"][names.group_label] == JOB_NAME
+            assert metadata["annotations"][names.total_count] == str(EVERY_POD)
             # No scheduler of its own: Kueue gates the pods, the default scheduler places them.
             assert item["spec"]["template"]["spec"]["schedulerName"] == "default-scheduler"
         for pod in pods_when_all_created(cluster, namespace):
-            assert pod["metadata"]["labels"][queue_label] == "team-a"
-            assert pod["metadata"]["labels"][group_label] == JOB_NAME
-            assert pod["metadata"]["annotations"][total] == str(EVERY_POD)
+            assert pod["metadata"]["labels"][names.queue_label] == "team-a"
+            assert pod["metadata"]["labels"][names.group_label] == JOB_NAME
+            assert pod["metadata"]["annotations"][names.total_count] == str(EVERY_POD)
     finally:
         cluster.kubectl("delete", f"clusterqueues.kueue.x-k8s.io/{cluster_queue}",
                         f"resourceflavors.kueue.x-k8s.io/{cluster_queue}", "--ignore-not-found",
