@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.conftest import Cluster
+from tests.conftest import job_text
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 
@@ -26,17 +26,7 @@ pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 STATEFUL_SET_FILE = "statefulset-recreate-worker.yaml"
-JOB = """\
-    apiVersion: tfcompile.dev/v1alpha1
-    kind: TrainingJob
-    metadata:
-      name: recreate
-    spec:
-      image: tensorflow/tensorflow:2.16.1
-      command: [python, /app/train.py]
-      roles:
-        worker: {replicas: 2}
-    """
+JOB = job_text("recreate")
 
 
 def _selector(spec: dict[str, Any]) -> None:
@@ -96,7 +86,7 @@ def test_build_refuses_what_the_api_server_refuses(
     cluster: Cluster, field: str, tmp_path: Path
 ) -> None:
     (tmp_path / "jobs").mkdir()
-    (tmp_path / "jobs" / "job.yaml").write_text(textwrap.dedent(JOB), encoding="utf-8")
+    (tmp_path / "jobs" / "job.yaml").write_text(JOB, encoding="utf-8")
     assert build(tmp_path).returncode == 0
     current = (tmp_path / "output" / "recreate" / STATEFUL_SET_FILE).read_text(encoding="utf-8")
     before = json.loads(json.dumps(parse_manifests(current)[0]))

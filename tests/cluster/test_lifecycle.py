@@ -25,21 +25,14 @@ from ruamel.yaml import YAML
 
 from tests.cluster.conftest import Cluster
 from tests.cluster.waiting import wait_for
+from tests.conftest import job_text
 from tests.test_argo_cd_health import health
 
 pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
-JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {{name: {name}}}
-spec:
-  image: tensorflow/tensorflow:2.16.1
-  command: [python, train.py]
-  roles: {{chief: {{replicas: 1}}, worker: {{replicas: 2}}, evaluator: {{replicas: 1}}}}
-{extra}"""
+ROLES = "chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}"
 
 
 @dataclass
@@ -91,7 +84,8 @@ class Job:
 def build(tmp_path: Path, name: str, extra: str = "") -> Path:
     jobs = tmp_path / "jobs" / name
     jobs.mkdir(parents=True, exist_ok=True)
-    (jobs / "job.yaml").write_text(JOB.format(name=name, extra=extra))
+    (jobs / "job.yaml").write_text(
+        job_text(name, command="[python, train.py]", roles=ROLES) + extra)
     output = tmp_path / "output"
     subprocess.run([TFCOMPILE, "build", str(tmp_path / "jobs"), "-o", str(output)],
                    check=True, capture_output=True, timeout=120)

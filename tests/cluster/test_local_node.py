@@ -34,6 +34,7 @@ from tests.cluster.local_node import (
     start_local_node,
 )
 from tests.cluster.waiting import wait_for
+from tests.conftest import job_text
 
 pytestmark = [
     pytest.mark.cluster,
@@ -344,17 +345,6 @@ def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_r
     remove_namespace(node, namespace, job)
 
 
-FAILING_JOB = """\
-apiVersion: tfcompile.dev/v1alpha1
-kind: TrainingJob
-metadata: {{name: {name}}}
-spec:
-  image: python:3.11
-  script: fail.py
-  args: {arguments}
-  roles: {{worker: {{replicas: 1}}}}
-{extra}"""
-
 # The training command of the failing jobs: it probes what the pod's own token may do through
 # `kubernetes.default.svc` (the pod's CA checks the API server), then fails with exit status 3.
 FAILING_SCRIPT = """\
@@ -401,8 +391,9 @@ def failing_job(tmp_path: Path, prefix: str, extra: str, arguments: list[str] | 
     source = tmp_path / name
     source.mkdir()
     (source / "fail.py").write_text(FAILING_SCRIPT)
-    (source / "job.yaml").write_text(FAILING_JOB.format(
-        name=name, extra=extra, arguments=json.dumps(arguments or [])))
+    (source / "job.yaml").write_text(job_text(
+        name, image="python:3.11", script="fail.py", command=None,
+        spec_lines=f"args: {json.dumps(arguments or [])}", roles="worker: {replicas: 1}") + extra)
     job = Job(name, source, tmp_path / "output")
     build(job)
     return job

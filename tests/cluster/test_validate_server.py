@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import Cluster
-from tests.conftest import OUTPUT
+from tests.conftest import OUTPUT, job_text
 
 pytestmark = pytest.mark.cluster
 
@@ -29,18 +29,8 @@ def write_job(root: Path, script_name: str = "train.py", overlays: str = "[]") -
     job = root / "jobs" / "demo"
     job.mkdir(parents=True)
     (job / script_name).write_text("print('training')\n", encoding="utf-8")
-    (job / "job.yaml").write_text(textwrap.dedent(f"""\
-        apiVersion: tfcompile.dev/v1alpha1
-        kind: TrainingJob
-        metadata:
-          name: demo
-        spec:
-          image: tensorflow/tensorflow:2.16.1
-          script: "{script_name}"
-          roles:
-            worker: {{replicas: 2}}
-          overlays: {overlays}
-        """), encoding="utf-8")
+    (job / "job.yaml").write_text(job_text(script=f'"{script_name}"', command=None)
+                                  + f"  overlays: {overlays}\n", encoding="utf-8")
     (root / "overlays").mkdir(exist_ok=True)
     built = subprocess.run(
         [TFCOMPILE, "build", "jobs", "-o", "output", "--overlays", "overlays"],
