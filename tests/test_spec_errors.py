@@ -145,6 +145,22 @@ def _position(text: str, fragment: str, occurrence: int = 1) -> tuple[int, int]:
     return line, column
 
 
+def _refused_at(run_cli: Callable[..., Result], text: str, place: str, field: str, says: str,
+                *options: str, occurrence: int = 1) -> Result:
+    """Build `text` as job.yaml in the working directory: it is refused, nothing is written,
+    and a line starts with the file, line and column of `place` (its `occurrence`-th match in
+    `text`) and `field`, and contains `says`."""
+    Path("job.yaml").write_text(text, encoding="utf-8")
+    result = run_cli("build", "job.yaml", "-o", "output", *options)
+    line, column = _position(text, place, occurrence)
+    expected = f"job.yaml:{line}:{column}: {field}"
+    assert result.status == 2, result.stderr
+    assert any(row.startswith(expected) and says in row for row in result.stderr.splitlines()), (
+        f"expected a line starting {expected!r} containing {says!r}; got:\n" + result.stderr)
+    assert not Path("output").exists()
+    return result
+
+
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.name for m in MISTAKES])
 def test_each_mistake_is_reported_at_its_place(
     mistake: Mistake,
@@ -152,20 +168,11 @@ def test_each_mistake_is_reported_at_its_place(
     monkeypatch: pytest.MonkeyPatch,
     run_cli: Callable[..., Result],
 ) -> None:
-    (tmp_path / "job.yaml").write_text(mistake.text, encoding="utf-8")
     overlays = Path(__file__).resolve().parent.parent / "overlays"
     monkeypatch.chdir(tmp_path)
-    result = run_cli("build", "job.yaml", "-o", "output", "--overlays", str(overlays))
-    line, column = _position(mistake.text, mistake.at, mistake.occurrence)
-    expected = f"job.yaml:{line}:{column}: {mistake.field}: "
-    assert result.status == 2, result.stderr
-    problems = [row for row in result.stderr.splitlines() if row.startswith("job.yaml:")]
-    assert any(row.startswith(expected) and mistake.says in row for row in problems), (
-        f"expected a line starting {expected!r} containing {mistake.says!r}; got:\n"
-        + result.stderr
-    )
+    result = _refused_at(run_cli, mistake.text, mistake.at, f"{mistake.field}: ", mistake.says,
+                         "--overlays", str(overlays), occurrence=mistake.occurrence)
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "output").exists()
 
 
 def test_there_are_at_least_25_distinct_mistakes() -> None:
@@ -391,18 +398,9 @@ def test_each_literal_credential_is_refused_at_its_place_without_its_value(
     monkeypatch: pytest.MonkeyPatch,
     run_cli: Callable[..., Result],
 ) -> None:
-    (tmp_path / "job.yaml").write_text(secret.text, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    result = run_cli("build", "job.yaml", "-o", "output")
-    line, column = _position(secret.text, secret.at)
-    expected = f"job.yaml:{line}:{column}: {secret.field}"
-    assert result.status == 2, result.stderr
-    rows = result.stderr.splitlines()
-    assert any(row.startswith(expected) and secret.says in row for row in rows), (
-        f"expected a line starting {expected!r} containing {secret.says!r}; got:\n"
-        + result.stderr)
+    result = _refused_at(run_cli, secret.text, secret.at, secret.field, secret.says)
     assert secret.value not in result.stdout + result.stderr
-    assert not (tmp_path / "output").exists()
 
 
 NOT_SECRETS = [
