@@ -13,8 +13,7 @@ output" rows build into a new directory each round, where no record can help. Py
 cache is written and used, as in an installed tfcompile (`PYTHONDONTWRITEBYTECODE` is removed from
 the environment, and every command runs once before it is measured). After the table, the peak
 memory of fresh builds of 1, 100 and 400 jobs shows how memory grows with the number of jobs.
-Prints numbers, asserts nothing.
-Run:
+Prints numbers, asserts nothing. Run:
 `.venv/bin/python scripts/benchmark.py [--rounds N]`.
 """
 
