@@ -2,8 +2,8 @@
 
 Every case runs the real command in a fresh process, repeatedly; runs are interleaved (tfcompile,
 then its peer, then the import floor, round after round) so that load on the machine affects all
-alike, and the medians are printed with their ratios. The peer is `helm template` of the hand-
-written chart in `benchmark_chart/`, which renders the same objects (a headless Service and a
+alike, and the medians are printed with their ratios. The peer is `helm template` of the
+hand-written chart in `benchmark_chart/`, which renders the same objects (a headless Service and a
 StatefulSet per role, TF_CONFIG built with Go templates); the floor is Python importing pydantic
 and ruamel.yaml and validating with a one-field pydantic model, which tfcompile cannot go below.
 `validate` is shown next to `kubectl kustomize` (or `kustomize build`) alone, the part of its time
