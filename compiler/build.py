@@ -123,6 +123,8 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
                                           (*known.jobs, name) if known else (name,))
             inputs.append(JobInput(name, job.source, job.job.spec.script,
                                    script_digest(job.script), tuple(job.job.spec.overlays)))
+            if load_problems or twice:
+                continue  # only the problems of loading will be reported: compile nothing
             result = _compile(settings, job, available, compile_problems)
             if result is not None and not compile_problems:
                 compiled.append(CompiledJob(result.name, [], spool.keep(result.files)))
