@@ -168,11 +168,14 @@ def schema_problems(path: FieldPath, fragment: Any,
     for error in errors:
         where = (*path, *error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            from .misplaced_fields import advice  # only a refused fragment needs it
+
             allowed = sorted(error.schema.get("properties", {}))
             for unknown in sorted(set(error.instance) - set(allowed), key=str):
+                hint = advice((*where, str(unknown)))
                 yield Problem((*where, str(unknown)),
                               f"unknown field (Kubernetes {SCHEMA_KUBERNETES_VERSION} schema); "
-                              f"allowed here: {', '.join(allowed)}", key=True)
+                              + (hint or f"allowed here: {', '.join(allowed)}"), key=True)
             continue
         yield Problem(where, _describe(error))
 
@@ -193,7 +196,7 @@ def _describe(error: Any) -> str:
 
 
 
-_POD_FIELDS_OWNED = {
+POD_FIELDS_OWNED = {
     "restartPolicy": "a StatefulSet's pods always restart (`Always`); tfcompile's launcher records "
                      "success and idles, so nothing needs another policy",
     "activeDeadlineSeconds": "a StatefulSet refuses it; stop a job with spec.suspend: true",
@@ -238,7 +241,7 @@ def owned_field_problems(
                     f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
                     "choose another key", key=True)
     spec = mapping(fragment.get("spec"))
-    for field, advice in _POD_FIELDS_OWNED.items():
+    for field, advice in POD_FIELDS_OWNED.items():
         if field in spec:
             yield Problem((*path, "spec", field), f"not allowed in podTemplate: {advice}",
                           key=True)
