@@ -22,6 +22,7 @@ from ..rendering.pods import Pod, pods_of
 from .options import LocalRunOptions, RunOutcome
 from .runner import run_pods
 from .secrets_file import parse_secrets_file
+from .workspace import DIRECTORY_PREFIX, mark_owner
 
 
 class LocalJobError(Exception):
@@ -73,7 +74,9 @@ def rendered_pods(
 
 def run_job(settings: LocalJobSettings) -> RunOutcome:
     """Run every pod of the job's StatefulSets until the training succeeds or fails."""
-    with tempfile.TemporaryDirectory(prefix="tfcompile-run-local-") as temporary:
+    with tempfile.TemporaryDirectory(prefix=f"{DIRECTORY_PREFIX}local-",
+                                     dir=settings.options.temporary_directory) as temporary:
+        mark_owner(Path(temporary))  # removed by the next run if this one is killed
         pods, objects, secrets = rendered_pods(settings, Path(temporary))
         if not pods:
             raise LocalJobError("the rendered job has no pods (suspend: true, or every role has "
