@@ -378,16 +378,16 @@ def run_pods(pods: Sequence[Pod], options: LocalRunOptions) -> RunOutcome:
     hosts file answering every pod's DNS names, its own hostname, its volumes (see `volumes`) and
     for each container a private mount and PID namespace; every container runs as its pod's user
     inside the run's user namespace, as no user of this machine (see `user_namespace`).
-    Containers run their commands with this
-    machine's Python first on PATH, restart with the kubelet's back-off, and their output is
-    printed live as `pod-name | line`. The run ends with exit code 0 once every pod in
-    `options.success_pods` has written its success marker; 1 when a container exceeds the restart
-    limit or fails for good, at the timeout, or when the run cannot be set up; 2 when the run is
-    refused before anything is created (every reason is printed to `options.errors` and listed in
-    `RunOutcome.problems`: not root, missing programs, missing Secret values, unsupported
-    volumes, user IDs beyond the mapped ones, ...); 128 + the signal number when SIGINT, SIGTERM
-    or SIGHUP stopped it. Whatever the ending, every process, namespace and temporary file of the
-    run is gone on return; if the runner is killed instead, its containers end with it.
+    Containers run their commands with this machine's Python first on PATH, restart with the
+    kubelet's back-off, and their output is printed live as `pod-name | line`. The run ends with
+    exit code 0 once every pod in `options.success_pods` has written its success marker; 1 when a
+    container exceeds the restart limit or fails for good, at the timeout, or when the run cannot
+    be set up; 2 when the run is refused before anything is created (every reason is printed to
+    `options.errors` and listed in `RunOutcome.problems`: not root, missing programs, missing
+    Secret values, unsupported volumes, user IDs beyond the mapped ones, ...); 128 + the signal
+    number when SIGINT, SIGTERM or SIGHUP stopped it. Whatever the ending, every process,
+    namespace and temporary file of the run is gone on return; if the runner is killed instead,
+    its containers end with it.
     Needs root and Linux. Errors in the caller's own use (bad options) raise ValueError.
     """
     output = options.output if options.output is not None else sys.stdout
