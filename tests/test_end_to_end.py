@@ -139,19 +139,50 @@ def _mounts_naming(path: Path) -> list[str]:
     return found
 
 
-def _processes_of_the_run(directory: Path) -> list[int]:
-    """The run's pods' processes (by HOSTNAME) and its containers' helpers (by start file)."""
-    helpers = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()
-               and str(directory).encode() in _read(entry / "cmdline")]
-    return [*helpers, *pod_processes("mnist-worker-0", lambda _: True),
-            *pod_processes("mnist-worker-1", lambda _: True)]
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError:
         return b""
+
+
+def _mount_namespace(process: Path) -> str:
+    try:
+        return os.readlink(process / "ns" / "mnt")
+    except OSError:
+        return ""
+
+
+def _processes() -> list[Path]:
+    return [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _containers_of_the_run(directory: Path) -> set[str]:
+    """The mount namespaces of the run's containers: those of their helpers, whose command
+    names their start file in `directory` (every process of a container shares its namespace;
+    the pods' HOSTNAME is no mark: other runs of the same job may be training on this machine)."""
+    host = _mount_namespace(Path("/proc/self"))
+    return {_mount_namespace(entry) for entry in _processes()
+            if str(directory).encode() in _read(entry / "cmdline")} - {host, ""}
+
+
+def _started(process: Path) -> tuple[int, bytes] | None:
+    """A live process as (PID, start time), since a PID may be reused; None once it has ended
+    (a zombie is only its exit status, left for its parent)."""
+    fields = _read(process / "stat").rsplit(b")", 1)[-1].split()
+    if not fields or fields[0] == b"Z":
+        return None
+    return int(process.name), fields[19]
+
+
+def _processes_in(namespaces: set[str]) -> set[tuple[int, bytes]]:
+    """The live processes in one of the mount `namespaces`."""
+    found = {_started(entry) for entry in _processes() if _mount_namespace(entry) in namespaces}
+    return {process for process in found if process is not None}
+
+
+def _still_running(processes: set[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+    return processes & {_started(entry) for entry in _processes()}
 
 
 def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Path) -> None:
@@ -174,14 +205,19 @@ def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Pa
         if log.exists() and progress(log):
             break
     assert log.exists() and progress(log), "".join(lines[-40:])
-    assert _processes_of_the_run(temporary) and _mounts_naming(temporary)
+    containers = _containers_of_the_run(temporary)
+    assert len(containers) == 2  # one per worker, each holding its pod's processes
+    ours = _processes_in(containers)  # the helpers, their guards, the launchers, the training
+    for pod in ("mnist-worker-0", "mnist-worker-1"):
+        assert {pid for pid, _ in ours} & set(training_processes(pod)), pod
+    assert _mounts_naming(temporary)
     process.kill()  # run-local alone: its pods run in sessions of their own
     process.wait(timeout=30)
     deadline = time.monotonic() + 5  # a killed process lets go of its mounts as it ends
-    while ((_processes_of_the_run(temporary) or _mounts_naming(temporary))
+    while ((_still_running(ours) or _mounts_naming(temporary))
            and time.monotonic() < deadline):
         time.sleep(0.1)
-    assert _processes_of_the_run(temporary) == []
+    assert _still_running(ours) == set()
     assert _mounts_naming(temporary) == []
     left = sorted(temporary.iterdir())  # the run's directory, and the one it compiled into
     assert sorted(path.name.startswith("tfcompile-run-local-") for path in left) == [
