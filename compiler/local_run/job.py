@@ -15,6 +15,7 @@ from typing import Any
 
 from ..build import BuildSettings, compile_all
 from ..labels import ROLE_LABEL
+from ..output_lock import locked
 from ..output_tree import plan, write
 from ..rendering.kustomize import render
 from ..rendering.manifests import parse_manifests
@@ -64,7 +65,8 @@ def rendered_pods(
         names = ", ".join(job.name for job in compiled)
         raise LocalJobError(f"{settings.job_file} holds {len(compiled)} jobs ({names}); "
                             "run-local runs one: put it in a file of its own")
-    write(plan(directory / "output", compiled))
+    with locked(directory / "output", exclusive=True) as location:
+        write(plan(location, compiled))
     objects = parse_manifests(render(directory / "output" / compiled[0].name,
                                      allow_remote=settings.allow_remote))
     secrets = parse_secrets_file(settings.secrets_file) if settings.secrets_file else {}
