@@ -50,16 +50,18 @@ def read_record_file(path: Path) -> bytes | None:
         if error.errno == errno.ELOOP:
             raise RecordIgnored("it is a symbolic link") from None
         raise RecordIgnored(f"it cannot be read ({error.strerror})") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        try:
-            status = os.fstat(descriptor)
-            if not stat.S_ISREG(status.st_mode):
-                raise RecordIgnored("it is not a regular file")
-            if status.st_size > MAXIMUM_RECORD_BYTES:
-                raise RecordIgnored(f"it is larger than {MAXIMUM_RECORD_BYTES >> 20} MiB")
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):  # checked first: Python refuses to open a folder
+            raise RecordIgnored("it is not a regular file")
+        if status.st_size > MAXIMUM_RECORD_BYTES:
+            raise RecordIgnored(f"it is larger than {MAXIMUM_RECORD_BYTES >> 20} MiB")
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
             data = handle.read(MAXIMUM_RECORD_BYTES + 1)
-        except OSError as error:
-            raise RecordIgnored(f"it cannot be read ({error.strerror})") from None
+    except OSError as error:
+        raise RecordIgnored(f"it cannot be read ({error.strerror})") from None
+    finally:
+        os.close(descriptor)
     if len(data) > MAXIMUM_RECORD_BYTES:
         raise RecordIgnored(f"it is larger than {MAXIMUM_RECORD_BYTES >> 20} MiB")
     return data
@@ -118,31 +120,43 @@ def _arguments(value: object) -> bool:
             and _list_of(_text)(value[1]) and _text(value[2]) and _text(value[3]))
 
 
-_RECORD: dict[str, Callable[[object], bool]] = {
-    "format": _integer, "arguments": _arguments, "environment": _matching(_DIGEST),
-    "output": _text, "overlays": _text, "specs": lambda value: isinstance(value, list),
-    "jobs": lambda value: isinstance(value, list),
+Field = tuple[Callable[[object], bool], str]
+"""A field's check, and what it must be, in words."""
+
+_RECORD: dict[str, Field] = {
+    "format": (_integer, "an integer"),
+    "arguments": (_arguments, "the working directory, inputs, output and overlays of a build"),
+    "environment": (_matching(_DIGEST), "a SHA-256 digest"),
+    "output": (_text, "a path"),
+    "overlays": (_text, "a path"),
+    "specs": (lambda value: isinstance(value, list), "a list"),
+    "jobs": (lambda value: isinstance(value, list), "a list"),
 }
-_SPEC: dict[str, Callable[[object], bool]] = {
-    "path": _text, "resolved": _text, "digest": _matching(_DIGEST),
-    "jobs": _list_of(_matching(_JOB_NAME)),
+_SPEC: dict[str, Field] = {
+    "path": (_text, "a path"),
+    "resolved": (_text, "a path"),
+    "digest": (_matching(_DIGEST), "a SHA-256 digest"),
+    "jobs": (_list_of(_matching(_JOB_NAME)), "a list of job names"),
 }
-_JOB: dict[str, Callable[[object], bool]] = {
-    "name": _matching(_JOB_NAME), "source": _text, "script": _optional(_text),
-    "scriptDigest": _optional(_matching(_DIGEST)), "overlays": _list_of(_matching(_OVERLAY_NAME)),
-    "files": _files,
+_JOB: dict[str, Field] = {
+    "name": (_matching(_JOB_NAME), "a job name"),
+    "source": (_text, "a path"),
+    "script": (_optional(_text), "a path or null"),
+    "scriptDigest": (_optional(_matching(_DIGEST)), "a SHA-256 digest or null"),
+    "overlays": (_list_of(_matching(_OVERLAY_NAME)), "a list of overlay names"),
+    "files": (_files, "file names of a job directory mapped to SHA-256 digests, "
+                      "kustomization.yaml among them"),
 }
 
 
-def _fields_problem(value: object, fields: dict[str, Callable[[object], bool]],
-                    where: str) -> str | None:
+def _fields_problem(value: object, fields: dict[str, Field], where: str) -> str | None:
     if not isinstance(value, dict):
         return f"{where or 'the record'}: not an object"
     if set(value) != set(fields):
-        return f"{where or 'the record'}: not the fields of a record"
-    for name, check in fields.items():
+        return f"{where or 'the record'}: not the fields tfcompile writes"
+    for name, (check, meaning) in fields.items():
         if not check(value[name]):
-            return f"{where}{'.' if where else ''}{name}: not what tfcompile writes there"
+            return f"{where}{'.' if where else ''}{name}: not {meaning}"
     return None
 
 
