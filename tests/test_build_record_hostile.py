@@ -120,6 +120,10 @@ def _writer(change: Callable[[dict[str, Any]], None]) -> Callable[[Path, dict[st
     return craft
 
 
+def _write(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+
+
 def _nested(path: Path, record: dict[str, Any]) -> None:
     depth = 100_000
     path.write_text('{"format": 1, "jobs": ' + "[" * depth + "]" * depth + "}")
@@ -181,13 +185,13 @@ MALFORMED = [
     Crafted("a spec claiming a job recorded from another", _writer(lambda record: _set(
         record, ("specs", 0, "jobs"), ["alpha", "beta"])),
         f"{NOT_WRITTEN_BY_TFCOMPILE} (a spec's jobs are not the jobs recorded from it)"),
-    Crafted("a list, not a record", lambda path, record: path.write_text("[]"),
+    Crafted("a list, not a record", lambda path, record: _write(path, b"[]"),
             f"{NOT_WRITTEN_BY_TFCOMPILE} (not an object)"),
     Crafted("huge", _huge, "it is larger than 64 MiB"),
-    Crafted("not JSON", lambda path, record: path.write_text('{"format": 1, "jobs": ['),
+    Crafted("not JSON", lambda path, record: _write(path, b'{"format": 1, "jobs": ['),
             "it is not JSON"),
-    Crafted("not UTF-8", lambda path, record: path.write_bytes(
-        json.dumps(record).encode("utf-8").replace(b'"format"', b'"form\xe4t"')),
+    Crafted("not UTF-8", lambda path, record: _write(
+        path, json.dumps(record).encode("utf-8").replace(b'"format"', b'"form\xe4t"')),
         "it is not UTF-8"),
     Crafted("a link", _link, "it is a symbolic link"),
     Crafted("a directory", _directory, "it is not a regular file"),
@@ -280,7 +284,8 @@ def _mutations(value: Any, path: tuple[str | int, ...] = ()
     """Every node of a record with a value of another JSON type in its place, every object
     with a field removed (a file of `files` aside, which is no field) and one added."""
     allowed = (type(None), str) if path[-1:] in (("script",), ("scriptDigest",)) else ()
-    for other in (None, 0, True, 1.5, "text", [], {}):
+    others: tuple[object, ...] = (None, 0, True, 1.5, "text", [], {})
+    for other in others:
         if type(other) is not type(value) and not isinstance(other, allowed):
             yield path, other
     if isinstance(value, dict):
@@ -417,7 +422,7 @@ def test_output_that_other_code_compiles_differently_does_not_pass_check(
     compiles, so it says stale."""
     monkeypatch.setattr(build_record, "environment_digest", lambda: "e" * 64)
     assert run_cli(*BUILD).status == 0  # the record, with that environment
-    compile_job = build.compile_job
+    compile_job = build.compile_job  # type: ignore[attr-defined]
 
     def edited(*arguments: Any) -> CompiledJob:
         compiled = compile_job(*arguments)

@@ -261,7 +261,7 @@ def _swap_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callabl
     outside = tmp_path / "outside"
     parking = tmp_path / "parking"
     parking.mkdir()
-    pairs = []
+    pairs: list[list[str]] = []
     for target, link_to in [*[(output / name, outside_job) for name in names],
                             (output, outside_output), (repository / "build", outside_build)]:
         parked = parking / f"{target.name}-{len(pairs)}"
@@ -285,13 +285,13 @@ def _swap_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callabl
         swaps, _ = swapper.communicate(timeout=30)
     assert snapshot(outside) == before
     # Put back what a build and the swapper, fighting, may have left swapped.
-    for target, parked in pairs:
-        if os.path.islink(target) and not os.path.islink(parked):
-            os.rename(parked, target + ".parked")
-            os.unlink(target)
-            os.rename(target + ".parked", target)
-        elif os.path.islink(target):
-            os.unlink(target)
+    for swapped, parked_at in pairs:
+        if os.path.islink(swapped) and not os.path.islink(parked_at):
+            os.rename(parked_at, swapped + ".parked")
+            os.unlink(swapped)
+            os.rename(swapped + ".parked", swapped)
+        elif os.path.islink(swapped):
+            os.unlink(swapped)
     started = time.monotonic()
     final = run_cli(*arguments)
     assert final.status == 0, final.stderr
