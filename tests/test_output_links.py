@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result, job_text
+from tfcompile.compiler import output_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) as on Linux")
@@ -315,3 +316,86 @@ def test_hundreds_of_builds_racing_swaps_leave_the_outside_directory_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
 ) -> None:
     _swap_race(tmp_path, monkeypatch, run_cli, builds=400)
+
+
+def test_a_job_directory_swapped_for_a_link_at_the_moment_of_the_swap_is_put_back(
+    repository: Path, run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The race at its narrowest: output/b becomes a link to an outside directory just before
+    its staged directory is swapped in. The swap moves the link itself (never what it points
+    to); tfcompile sees that what came out is not the directory it staged from, swaps back,
+    undoes the jobs already swapped and refuses (exit 2)."""
+    outside = _outside(tmp_path, repository / "output" / "b")
+    before_outside = snapshot(outside.parent)
+    real_b = repository / "real-b"
+    exchange = output_tree.exchange  # type: ignore[attr-defined]
+
+    def swapped_first(directory: int, first: str, second: str) -> bool:
+        if second == "b" and not real_b.exists():
+            (repository / "output" / "b").rename(real_b)
+            (repository / "output" / "b").symlink_to(outside, target_is_directory=True)
+        return exchange(directory, first, second)
+
+    monkeypatch.setattr(output_tree, "exchange", swapped_first)
+    _jobs(repository, ("a", "b"), variant=1)
+    before = snapshot(repository / "output")
+    result = run_cli("build", "jobs")
+    _refused(result, "output/b: was replaced (by a symbolic link or another directory) while "
+                     "tfcompile was writing it; it was put back, build again")
+    assert snapshot(outside.parent) == before_outside
+    assert os.readlink(repository / "output" / "b") == str(outside)
+    (repository / "output" / "b").unlink()
+    real_b.rename(repository / "output" / "b")
+    assert snapshot(repository / "output") == before  # a undone, b as it was, no leftover
+    monkeypatch.setattr(output_tree, "exchange", exchange)
+    assert run_cli("build", "jobs").status == 0
+
+
+def test_a_killed_builds_leftover_that_is_a_link_or_very_deep_is_removed_alone(
+    repository: Path, run_cli: Callable[..., Result], tmp_path: Path,
+) -> None:
+    outside = _outside(tmp_path, repository / "output" / "a")
+    before = snapshot(outside.parent)
+    output = repository / "output"
+    (output / ".tfcompile-new-1-a").symlink_to(outside, target_is_directory=True)
+    deep = output / ".tfcompile-old-2-b"
+    descriptor = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+    try:  # 3,000 folders deep: more than Python's recursion, deeper than a path may be long
+        current = os.dup(descriptor)
+        for level in range(3000):
+            name = ".tfcompile-old-2-b" if level == 0 else "d"
+            os.mkdir(name, dir_fd=current)
+            following = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=current)
+            os.close(current)
+            current = following
+        os.close(os.open("file", os.O_WRONLY | os.O_CREAT, dir_fd=current))
+        os.close(current)
+    finally:
+        os.close(descriptor)
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 4"))
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert sorted(p.name for p in output.iterdir()) == ["a", "b"]
+    assert not deep.exists()
+    assert snapshot(outside.parent) == before
+
+
+def test_folders_kept_in_a_job_directory_nest_at_most_64_deep(
+    repository: Path, run_cli: Callable[..., Result],
+) -> None:
+    kept = repository / "output" / "a" / "notes"
+    (kept / Path(*["d"] * 63)).mkdir(parents=True)
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 4"))
+    assert run_cli("build", "jobs").status == 0  # 64 levels, notes included: kept
+    assert (kept / Path(*["d"] * 63)).is_dir()
+    (kept / Path(*["d"] * 64)).mkdir()
+    job.write_text(job.read_text().replace("replicas: 4", "replicas: 5"))
+    before = snapshot(repository / "output")
+    result = run_cli("build", "jobs")
+    _refused(result, f"output/a/notes/{'/'.join(['d'] * 64)}: folders nested deeper than 64 "
+                     "levels; tfcompile cannot keep them while replacing the job directory, "
+                     "move them away")
+    assert snapshot(repository / "output") == before
