@@ -18,7 +18,6 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -245,13 +244,3 @@ class Directory:
                     else:
                         directory.unlink(entry)
             os.rmdir(current, dir_fd=self.descriptor)
-
-
-@contextmanager
-def opened(descriptor: int, path: Path, real: str) -> Iterator[Directory]:
-    """A `Directory` for a descriptor the caller opened, closed at the end."""
-    directory = Directory(descriptor, path, real)
-    try:
-        yield directory
-    finally:
-        directory.close()

@@ -7,6 +7,7 @@ so a local run tests the YAML a cluster would get, not the compiler's intent.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -76,7 +77,8 @@ def rendered_pods(
 def run_job(settings: LocalJobSettings) -> RunOutcome:
     """Run every pod of the job's StatefulSets until the training succeeds or fails."""
     with tempfile.TemporaryDirectory(prefix="tfcompile-run-local-") as temporary:
-        pods, objects, secrets = rendered_pods(settings, Path(temporary))
+        # Its path without links: the output directory's path may have none (output_location).
+        pods, objects, secrets = rendered_pods(settings, Path(os.path.realpath(temporary)))
         if not pods:
             raise LocalJobError("the rendered job has no pods (suspend: true, or every role has "
                                 "replicas: 0)")
