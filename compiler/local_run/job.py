@@ -24,6 +24,7 @@ from ..rendering.pods import Pod, pods_of
 from .options import LocalRunOptions, RunOutcome
 from .runner import run_pods
 from .secrets_file import parse_secrets_file
+from .workspace import DIRECTORY_PREFIX, mark_owner
 
 
 class LocalJobError(Exception):
@@ -76,7 +77,9 @@ def rendered_pods(
 
 def run_job(settings: LocalJobSettings) -> RunOutcome:
     """Run every pod of the job's StatefulSets until the training succeeds or fails."""
-    with tempfile.TemporaryDirectory(prefix="tfcompile-run-local-") as temporary:
+    with tempfile.TemporaryDirectory(prefix=f"{DIRECTORY_PREFIX}local-",
+                                     dir=settings.options.temporary_directory) as temporary:
+        mark_owner(Path(temporary))  # removed by the next run if this one is killed
         # Its path without links: the output directory's path may have none (output_location).
         pods, objects, secrets = rendered_pods(settings, Path(os.path.realpath(temporary)))
         if not pods:
