@@ -13,7 +13,8 @@ from pathlib import Path
 from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
-from .dropped_entries import dropped_entry_problems
+from .component_conflicts import component_problems
+from .component_steps import ComponentStepsError, component_steps
 from .exposure import exposure_problems
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
@@ -22,6 +23,7 @@ from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
 from .topology import topology_problems
 from .versions import DEFAULT_KUBERNETES_VERSION, normalize_version, schema_directory
+from .workload_rules import workload_problems
 
 # Kubelets from 1.32 on take every envFrom key (RelaxedEnvironmentVariableValidation); older
 # ones skip keys that are not C-like names.
@@ -47,7 +49,17 @@ def validate(
     schema_directory(version)
     report = validate_rendered(render(directory, allow_remote=allow_remote), directory, version,
                                secrets)
-    report.problems.extend(dropped_entry_problems(directory, report.objects))
+    try:
+        steps = component_steps(directory, report.objects, allow_remote=allow_remote)
+    except ComponentStepsError as failure:
+        report.notes.append(
+            f"what each component changes was not checked: rendering before each component "
+            f"failed: {failure}")
+        return report
+    if steps is not None:
+        found, replaced = component_problems(steps)
+        report.problems[:] = [problem for problem in report.problems if problem not in replaced]
+        report.problems.extend(found)
     return report
 
 
@@ -99,7 +111,7 @@ def _cluster_checks(
         strict_environment_names=(major, minor) < _RELAXED_ENVIRONMENT_NAMES_FROM,
     )
     problems = [*name_problems(objects, pods), *size_problems(objects),
-                *exposure_problems(objects)]
+                *exposure_problems(objects), *workload_problems(objects)]
     found, notes = topology_problems(objects, pods)
     notes.extend(pod_security_notes(objects))
     problems.extend(found)
