@@ -335,10 +335,58 @@ def test_a_kustomization_that_needs_its_components_is_noted_not_checked(
     assert "tfcompile-components-" not in result.stdout
 
 
-def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(tmp_path: Path) -> None:
-    """Generated names with hashes, a name prefix, a namespace and a Namespace object, a
-    component adding objects and one patching them: taking the markers off gives, object for
-    object, what kustomize renders for each prefix of the components alone."""
+@pytest.fixture
+def kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A log with a line for every Kustomize run, through a stand-in on PATH that runs the
+    real one."""
+    real = find_renderer().command[0]
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    log = tmp_path / "kustomize-runs.log"
+    shim = shims / Path(real).name
+    shim.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec "{real}" "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    log.write_text("")
+    return log
+
+
+def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(
+    tmp_path: Path, kustomize_runs: Path,
+) -> None:
+    """Generated names with hashes, a name prefix, a namespace, a component adding objects and
+    one patching them: taking the markers off gives, object for object, what kustomize renders
+    for each prefix of the components alone; and one kustomize run gave them all."""
+    directory, components, kustomization = layered_kustomization(tmp_path, namespace=False)
+    final = parse_manifests(render(directory))
+    kustomize_runs.write_text("")
+    steps = component_steps(directory, final)
+    assert len(kustomize_runs.read_text().splitlines()) == 1
+    assert steps is not None
+    assert steps.components == tuple(components)
+    assert steps.renderings[-1] == final
+    assert list(steps.renderings[:-1]) == renderings_one_by_one(
+        tmp_path, directory, components, kustomization)
+
+
+def test_kinds_kustomize_does_not_prefix_are_rendered_one_by_one(
+    tmp_path: Path, kustomize_runs: Path,
+) -> None:
+    """A Namespace object keeps its name under a `namePrefix`, so the renderings before each
+    component cannot be made in one run (the same object twice): they are made one by one."""
+    directory, components, kustomization = layered_kustomization(tmp_path, namespace=True)
+    final = parse_manifests(render(directory))
+    kustomize_runs.write_text("")
+    steps = component_steps(directory, final)
+    assert len(kustomize_runs.read_text().splitlines()) == 1 + len(components)
+    assert steps is not None
+    assert list(steps.renderings[:-1]) == renderings_one_by_one(
+        tmp_path, directory, components, kustomization)
+
+
+def layered_kustomization(tmp_path: Path, *, namespace: bool) -> tuple[Path, list[str], str]:
+    """A kustomization of a StatefulSet (and, with `namespace`, a Namespace object) under three
+    components; its directory, its components and its text without them."""
     overlays = tmp_path / "overlays"
     for name, text in {
         "first": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
@@ -368,41 +416,32 @@ def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(tmp_path: Pa
               containers: [{name: tensorflow, image: tensorflow/tensorflow:2.16.1,
                             envFrom: [{configMapRef: {name: settings}}]}]
         """))
-    (directory / "namespace.yaml").write_text(
-        "apiVersion: v1\nkind: Namespace\nmetadata: {name: first}\n")
+    resources = ["statefulset.yaml"]
+    if namespace:
+        (directory / "namespace.yaml").write_text(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: first}\n")
+        resources.append("namespace.yaml")
     components = ["../overlays/first", "../overlays/second", "../overlays/third"]
-    kustomization = ("namePrefix: team-\nresources: [statefulset.yaml, namespace.yaml]\n"
+    kustomization = (f"namePrefix: team-\nresources: [{', '.join(resources)}]\n"
                      "configMapGenerator:\n- {name: base, literals: [c=3]}\n")
     (directory / "kustomization.yaml").write_text(
         kustomization + f"components: [{', '.join(components)}]\n")
-    final = parse_manifests(render(directory))
-    steps = component_steps(directory, final)
-    assert steps is not None
-    assert steps.components == tuple(components)
+    return directory, components, kustomization
+
+
+def renderings_one_by_one(tmp_path: Path, directory: Path, components: list[str],
+                          kustomization: str) -> list[list[dict[str, object]]]:
+    """What kustomize renders for `directory` with each prefix of its components but the
+    whole list."""
+    renderings = []
     for count in range(len(components)):
         alone = tmp_path / f"alone-{count}"
         shutil.copytree(directory, alone)
         (alone / "kustomization.yaml").write_text(
             kustomization + (f"components: [{', '.join(components[:count])}]\n"
                              if count else ""))
-        assert steps.renderings[count] == parse_manifests(render(alone)), count
-    assert steps.renderings[-1] == final
-
-
-@pytest.fixture
-def kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A log with a line for every Kustomize run, through a stand-in on PATH that runs the
-    real one."""
-    real = find_renderer().command[0]
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "kustomize-runs.log"
-    shim = shims / Path(real).name
-    shim.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec "{real}" "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
-    log.write_text("")
-    return log
+        renderings.append(parse_manifests(render(alone)))
+    return renderings
 
 
 def test_a_job_with_components_costs_one_kustomize_run_more(
