@@ -140,6 +140,36 @@ def test_a_component_replacing_env_is_named_without_values(
     assert '"3"' not in result.stdout
 
 
+def test_a_component_replacing_node_affinity_terms_is_named(
+    tmp_path: Path, run_cli: Callable[..., Result],
+) -> None:
+    """Node selector terms are a list a strategic merge replaces whole."""
+    own_affinity = """\
+        podTemplate:
+          spec:
+            affinity:
+              nodeAffinity:
+                requiredDuringSchedulingIgnoredDuringExecution:
+                  nodeSelectorTerms:
+                  - matchExpressions: [{key: pool, operator: In, values: [training]}]
+        """
+    zone = component(pod_spec_patch("""\
+        affinity:
+          nodeAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+              nodeSelectorTerms:
+              - matchExpressions: [{key: zone, operator: In, values: [a]}]
+        """))
+    result = build_and_validate(tmp_path, run_cli, "zone", {"zone": zone},
+                                extra=textwrap.dedent(own_affinity))
+    assert result.status == 1
+    assert errors(result) == [
+        "StatefulSet/fight-worker: component ../../overlays/zone dropped the required node "
+        'affinity term {"matchExpressions": [{"key": "pool", "operator": "In", "values": '
+        f'["training"]}}]}} that the compiled output had: {LIST_ADVICE}',
+    ]
+
+
 def test_a_component_changing_a_variable_of_the_job_is_named_without_values(
     tmp_path: Path, run_cli: Callable[..., Result],
 ) -> None:

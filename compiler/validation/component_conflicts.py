@@ -10,9 +10,10 @@ another namespace. So each component's rendering is compared with the one before
 reported, naming the component and who set it (the job's compiled output, or the component that
 added it). Checked: per object, its namespace, labels and annotations, a PVC's storage class;
 per pod template, its labels and annotations, node selector keys, scalar fields (restartPolicy,
-serviceAccountName, ...), tolerations, image pull secrets, volumes, containers and init
-containers, and per container its command and args, env vars, envFrom sources, mounts and ports.
-Values of env vars and annotations are never printed (they may be secrets).
+serviceAccountName, ...), affinity terms, topology spread constraints, tolerations, image pull
+secrets, volumes, containers and init containers, and per container its command and args, env
+vars, envFrom sources, mounts and ports. Images are not: a component that points them at a
+mirror is common. Values of env vars and annotations are never printed (they may be secrets).
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ _ABSENT = object()
 
 # Settings removed as list entries (and the advice for them), as map keys, or as whole values.
 _LIST_ENTRIES = {"toleration", "image pull secret", "volume", "container", "init container",
-                 "env var", "env source", "mount", "port"}
+                 "env var", "env source", "mount", "port", "topology spread constraint",
+                 *(f"{kind} {what} term" for kind in ("required", "preferred")
+                   for what in ("node affinity", "pod affinity", "pod anti-affinity"))}
 # Settings whose values are shown in messages; the others' values may be secrets.
 _SHOWN = {"namespace", "label", "pod label", "node selector", "pod field", "storage class"}
 _LIST_ADVICE = ("a strategic-merge patch replaces lists such as tolerations, and a JSON patch "
@@ -106,6 +109,23 @@ def _source(entry: Mapping[str, Any]) -> str:
     return _text(_digest(dict(entry)))
 
 
+def _affinity_terms(affinity: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each term of a pod's affinity, named by its kind (a strategic merge replaces these
+    lists whole)."""
+    node = _map(affinity, "nodeAffinity")
+    required = _map(node, "requiredDuringSchedulingIgnoredDuringExecution")
+    for term in _items(required, "nodeSelectorTerms"):
+        yield "required node affinity term", term
+    for term in _items(node, "preferredDuringSchedulingIgnoredDuringExecution"):
+        yield "preferred node affinity term", term
+    for field, what in (("podAffinity", "pod affinity"), ("podAntiAffinity", "pod anti-affinity")):
+        for term in _items(_map(affinity, field), "requiredDuringSchedulingIgnoredDuringExecution"):
+            yield f"required {what} term", term
+        for term in _items(_map(affinity, field),
+                           "preferredDuringSchedulingIgnoredDuringExecution"):
+            yield f"preferred {what} term", term
+
+
 def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     """Every setting of an object a component could remove or change, with its value."""
     facts: dict[Fact, Any] = {}
@@ -138,6 +158,10 @@ def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
         facts[("node selector", key)] = _digest(value)
     for toleration in _items(spec, "tolerations"):
         facts[("toleration", _toleration(toleration))] = None
+    for what, term in _affinity_terms(_map(spec, "affinity")):
+        facts[(what, _text(_digest(dict(term))))] = None
+    for constraint in _items(spec, "topologySpreadConstraints"):
+        facts[("topology spread constraint", _text(_digest(dict(constraint))))] = None
     for secret in _items(spec, "imagePullSecrets"):
         facts[("image pull secret", _text(secret.get("name")))] = None
     for volume in _items(spec, "volumes"):
