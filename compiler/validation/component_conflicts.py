@@ -245,10 +245,11 @@ def _changes(steps: ComponentSteps) -> Iterator[_Change]:
                 first = index
                 while first > 0 and facts[first - 1].get(key, {}).get(fact, _ABSENT) == value:
                     first -= 1
-                origin = steps.base if first == 0 else f"component {steps.components[first - 1]}"
+                origin = (steps.base if first == 0
+                          else f"component {_text(steps.components[first - 1])}")
                 item = keyed[-1][key]
-                yield _Change(key[0], str(item.get("kind")), is_role(item), fact, component,
-                              origin, first > 0, value, new)
+                yield _Change(key[0], str(item.get("kind")), is_role(item), fact,
+                              _text(component), origin, first > 0, value, new)
 
 
 def _message(change: _Change) -> str:
