@@ -17,7 +17,10 @@ import pytest
 from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.rendering.kustomize import find_renderer, render
 from tfcompile.compiler.rendering.manifests import parse_manifests
-from tfcompile.compiler.validation.component_steps import component_steps
+from tfcompile.compiler.validation.component_steps import (
+    component_steps,
+    kustomization_with_components,
+)
 
 OWN_TOLERATION = """\
 podTemplate:
@@ -321,6 +324,22 @@ def test_a_users_overlay_naming_a_component_is_checked_too(
             "component) had") in result.stdout
 
 
+def test_kustomizes_own_annotations_are_no_change(
+    tmp_path: Path, run_cli: Callable[..., Result],
+) -> None:
+    """With `buildMetadata`, kustomize records each object's origin and transformers, which
+    differ from one step to the next: that is no component's doing."""
+    build(tmp_path, run_cli, job("gpu"), {})
+    overlay = tmp_path / "production"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "resources: [../output/fight]\ncomponents: [../overlays/azure]\n"
+        "buildMetadata: [originAnnotations, transformerAnnotations]\n")
+    result = run_cli("validate", str(overlay))
+    assert result.status == 0, result.stdout
+    assert "alpha.config.kubernetes.io/transformations" in render(overlay)
+
+
 def test_restart_policy_is_checked_without_components(
     tmp_path: Path, run_cli: Callable[..., Result],
 ) -> None:
@@ -388,14 +407,12 @@ def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(
     one patching them: taking the markers off gives, object for object, what kustomize renders
     for each prefix of the components alone; and one kustomize run gave them all."""
     directory, components, kustomization = layered_kustomization(tmp_path, namespace=False)
-    final = parse_manifests(render(directory))
-    kustomize_runs.write_text("")
-    steps = component_steps(directory, final)
+    found = kustomization_with_components(directory)
+    assert found is not None
+    steps = component_steps(directory, found)
     assert len(kustomize_runs.read_text().splitlines()) == 1
-    assert steps is not None
     assert steps.components == tuple(components)
-    assert steps.renderings[-1] == final
-    assert list(steps.renderings[:-1]) == renderings_one_by_one(
+    assert list(steps.before) == renderings_one_by_one(
         tmp_path, directory, components, kustomization)
 
 
@@ -405,12 +422,11 @@ def test_kinds_kustomize_does_not_prefix_are_rendered_one_by_one(
     """A Namespace object keeps its name under a `namePrefix`, so the renderings before each
     component cannot be made in one run (the same object twice): they are made one by one."""
     directory, components, kustomization = layered_kustomization(tmp_path, namespace=True)
-    final = parse_manifests(render(directory))
-    kustomize_runs.write_text("")
-    steps = component_steps(directory, final)
+    found = kustomization_with_components(directory)
+    assert found is not None
+    steps = component_steps(directory, found)
     assert len(kustomize_runs.read_text().splitlines()) == 1 + len(components)
-    assert steps is not None
-    assert list(steps.renderings[:-1]) == renderings_one_by_one(
+    assert list(steps.before) == renderings_one_by_one(
         tmp_path, directory, components, kustomization)
 
 

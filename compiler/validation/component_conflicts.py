@@ -47,6 +47,10 @@ _LIST_ENTRIES = {"toleration", "image pull secret", "volume", "container", "init
                  "env var", "env source", "mount", "port", "topology spread constraint",
                  *(f"{kind} {what} term" for kind in ("required", "preferred")
                    for what in ("node affinity", "pod affinity", "pod anti-affinity"))}
+# Kustomize's own record of where an object came from and what transformed it
+# (`buildMetadata`), which differs from one step to the next by design.
+_KUSTOMIZE_ANNOTATIONS = ("config.kubernetes.io/", "alpha.config.kubernetes.io/",
+                          "internal.config.kubernetes.io/")
 # Settings whose values are shown in messages; the others' values may be secrets.
 _SHOWN = {"namespace", "label", "pod label", "node selector", "pod field", "storage class"}
 _LIST_ADVICE = ("a strategic-merge patch replaces lists such as tolerations, and a JSON patch "
@@ -135,7 +139,8 @@ def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     for key, value in _map(metadata, "labels").items():
         facts[("label", key)] = _digest(value)
     for key, value in _map(metadata, "annotations").items():
-        facts[("annotation", key)] = _digest(value)
+        if not key.startswith(_KUSTOMIZE_ANNOTATIONS):
+            facts[("annotation", key)] = _digest(value)
     if kubernetes_object.get("kind") == "PersistentVolumeClaim":
         storage_class = _map(kubernetes_object, "spec").get("storageClassName")
         if storage_class is not None:
@@ -229,8 +234,9 @@ def _keyed(rendering: Sequence[KubernetesObject]) -> dict[_Key, KubernetesObject
     return keyed
 
 
-def _changes(steps: ComponentSteps) -> Iterator[_Change]:
-    keyed = [_keyed(rendering) for rendering in steps.renderings]
+def _changes(steps: ComponentSteps, final_rendering: Sequence[KubernetesObject]) -> Iterator[
+        _Change]:
+    keyed = [_keyed(rendering) for rendering in (*steps.before, final_rendering)]
     facts = [{key: facts_of(item) for key, item in objects.items()} for objects in keyed]
     final = facts[-1]
     for index, component in enumerate(steps.components):
@@ -268,13 +274,15 @@ def _message(change: _Change) -> str:
             f"{_CHANGE_ADVICE}")
 
 
-def component_problems(steps: ComponentSteps) -> tuple[list[Problem], set[Problem]]:
-    """What each component removed or changed, naming it and who set what it undid; and the
-    problems of `workload_rules.py` these replace (the same finding without the component)."""
+def component_problems(steps: ComponentSteps, final: Sequence[KubernetesObject]) -> tuple[
+        list[Problem], set[Problem]]:
+    """What each component removed or changed on its way to the `final` rendering, naming it and
+    who set what it undid; and the problems of `workload_rules.py` these replace (the same
+    finding without the component)."""
     problems: list[Problem] = []
     replaced: set[Problem] = set()
     namespaces: dict[tuple[str, str, Any, Any], list[str]] = defaultdict(list)
-    for change in _changes(steps):
+    for change in _changes(steps, final):
         kind = change.fact[0]
         if change.fact == ("pod field", "restartPolicy") and change.after not in (
                 _ABSENT, "Always"):

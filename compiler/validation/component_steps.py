@@ -45,26 +45,28 @@ class ComponentStepsError(RenderingError):
 
 @dataclass(frozen=True)
 class ComponentSteps:
-    """`renderings[k]` is the rendering with the first `k` components; the last is the final one.
+    """`before[k]` is the rendering with the first `k` components (so `before[0]` has none).
 
     `base` names the rendering without components in messages: the compiled output for a
     directory tfcompile wrote, else the kustomization's own resources.
     """
 
     components: tuple[str, ...]
-    renderings: tuple[Sequence[KubernetesObject], ...]
+    before: tuple[Sequence[KubernetesObject], ...]
     base: str
 
 
 @dataclass(frozen=True)
-class _Kustomization:
+class Kustomization:
+    """A kustomization that names components."""
+
     path: Path
     document: dict[str, Any]
     components: tuple[str, ...]  # as written
     generated: bool  # written by tfcompile
 
 
-def _kustomization(directory: Path) -> _Kustomization | None:
+def kustomization_with_components(directory: Path) -> Kustomization | None:
     """The kustomization of `directory` when it names components; None when it names none (or
     cannot be read, which rendering reports on its own)."""
     for name in KUSTOMIZATION_FILE_NAMES:
@@ -86,22 +88,19 @@ def _kustomization(directory: Path) -> _Kustomization | None:
                 return None
             if not all(isinstance(entry, str) for entry in components):
                 return None
-            return _Kustomization(path, document, tuple(components),
-                                  GENERATED_MARK in text.split("\n", 1)[0])
+            return Kustomization(path, document, tuple(components),
+                                 GENERATED_MARK in text.split("\n", 1)[0])
     return None
 
 
-def component_steps(directory: Path, final: Sequence[KubernetesObject], *,
-                    allow_remote: bool = False) -> ComponentSteps | None:
-    """The renderings of `directory` before each of its components, then `final` (its full
-    rendering); None when it names no component.
+def component_steps(directory: Path, kustomization: Kustomization, *,
+                    allow_remote: bool = False) -> ComponentSteps:
+    """The renderings of `directory` (whose `kustomization` names components) before each of
+    its components.
 
     Raises `ComponentStepsError` when they cannot be rendered (for example a patch of the
     kustomization itself that needs an object only a component adds).
     """
-    kustomization = _kustomization(directory)
-    if kustomization is None:
-        return None
     components = kustomization.components
     with tempfile.TemporaryDirectory(prefix="tfcompile-components-") as temporary:
         workspace = Path(temporary)
@@ -118,7 +117,7 @@ def component_steps(directory: Path, final: Sequence[KubernetesObject], *,
             raise ComponentStepsError(f"cannot copy {directory}: {failure.strerror}") from None
     base = (COMPILED_OUTPUT if kustomization.generated
             else f"the resources of {kustomization.path.name} (before any component)")
-    return ComponentSteps(components, (*renderings, final), base)
+    return ComponentSteps(components, tuple(renderings), base)
 
 
 def _relocated(entry: str, directory: Path, copy: Path) -> str:
@@ -131,7 +130,7 @@ def _relocated(entry: str, directory: Path, copy: Path) -> str:
     return os.path.relpath(os.path.normpath(directory / entry), copy)
 
 
-def _step_copy(directory: Path, kustomization: _Kustomization, components: Sequence[str],
+def _step_copy(directory: Path, kustomization: Kustomization, components: Sequence[str],
                copy: Path) -> Path:
     """A copy of `directory` whose kustomization names only `components`."""
     shutil.copytree(directory, copy, symlinks=True)

@@ -8,13 +8,18 @@ compilation, and Argo CD or Flux apply exactly what Kustomize renders.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..rendering.kustomize import render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
 from .component_conflicts import component_problems
-from .component_steps import ComponentStepsError, component_steps
+from .component_steps import (
+    ComponentStepsError,
+    component_steps,
+    kustomization_with_components,
+)
 from .exposure import exposure_problems
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
@@ -44,22 +49,31 @@ def validate(
     remote resource, `ManifestError` when its output is not Kubernetes objects; all three carry
     a message for the user. Problems in the rendered objects are returned in the report, never
     raised.
+
+    When the kustomization names components, the renderings before each of them are made in
+    a thread of their own while the directory itself renders (two Kustomize processes at once),
+    and each component's changes are checked against them.
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
-    report = validate_rendered(render(directory, allow_remote=allow_remote), directory, version,
-                               secrets)
-    try:
-        steps = component_steps(directory, report.objects, allow_remote=allow_remote)
-    except ComponentStepsError as failure:
-        report.notes.append(
-            f"what each component changes was not checked: rendering before each component "
-            f"failed: {failure}")
-        return report
-    if steps is not None:
-        found, replaced = component_problems(steps)
-        report.problems[:] = [problem for problem in report.problems if problem not in replaced]
-        report.problems.extend(found)
+    kustomization = kustomization_with_components(directory)
+    if kustomization is None:
+        return validate_rendered(render(directory, allow_remote=allow_remote), directory,
+                                 version, secrets)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        steps = pool.submit(component_steps, directory, kustomization,
+                            allow_remote=allow_remote)
+        report = validate_rendered(render(directory, allow_remote=allow_remote), directory,
+                                   version, secrets)
+        try:
+            found, replaced = component_problems(steps.result(), report.objects)
+        except ComponentStepsError as failure:
+            report.notes.append(
+                "what each component changes was not checked: rendering before each "
+                f"component failed: {failure}")
+            return report
+    report.problems[:] = [problem for problem in report.problems if problem not in replaced]
+    report.problems.extend(found)
     return report
 
 
