@@ -26,7 +26,7 @@ from typing import Any
 
 from ..rendering.manifests import KubernetesObject, object_reference
 from .component_steps import ComponentSteps
-from .report import Problem
+from .report import Problem, printable
 from .workload_rules import (
     TENSORFLOW_CONTAINER,
     arguments_problem,
@@ -60,12 +60,6 @@ _CHANGE_ADVICE = ("only the last value is kept; make them agree, or leave the se
                   "of them")
 
 
-def _text(value: Any) -> str:
-    """A name or key as printed: as it is when printable, else JSON-escaped."""
-    text = str(value)
-    return text if text.isprintable() else json.dumps(text)
-
-
 def _shown(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
@@ -76,7 +70,7 @@ def _words(digest: Any) -> list[str]:
         value = json.loads(digest) if isinstance(digest, str) else digest
     except ValueError:
         value = digest
-    return [_text(word) for word in value] if isinstance(value, list) else [_text(value)]
+    return [printable(word) for word in value] if isinstance(value, list) else [printable(value)]
 
 
 def _digest(value: Any) -> Any:
@@ -87,10 +81,10 @@ def _digest(value: Any) -> Any:
 
 
 def _toleration(toleration: Mapping[str, Any]) -> str:
-    parts = [f"{field} {_text(toleration[field])}" for field in ("key", "operator", "effect")
+    parts = [f"{field} {printable(toleration[field])}" for field in ("key", "operator", "effect")
              if field in toleration]
     if "value" in toleration:
-        parts.insert(1, f"value {_text(toleration['value'])}")
+        parts.insert(1, f"value {printable(toleration['value'])}")
     return ", ".join(parts) or "tolerate everything"
 
 
@@ -108,9 +102,9 @@ def _source(entry: Mapping[str, Any]) -> str:
     for field, what in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
         reference = entry.get(field)
         if isinstance(reference, Mapping):
-            prefix = f" with prefix {_text(entry['prefix'])}" if "prefix" in entry else ""
-            return f"{what} {_text(reference.get('name'))}{prefix}"
-    return _text(_digest(dict(entry)))
+            prefix = f" with prefix {printable(entry['prefix'])}" if "prefix" in entry else ""
+            return f"{what} {printable(reference.get('name'))}{prefix}"
+    return printable(_digest(dict(entry)))
 
 
 def _affinity_terms(affinity: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -164,30 +158,30 @@ def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     for toleration in _items(spec, "tolerations"):
         facts[("toleration", _toleration(toleration))] = None
     for what, term in _affinity_terms(_map(spec, "affinity")):
-        facts[(what, _text(_digest(dict(term))))] = None
+        facts[(what, printable(_digest(dict(term))))] = None
     for constraint in _items(spec, "topologySpreadConstraints"):
-        facts[("topology spread constraint", _text(_digest(dict(constraint))))] = None
+        facts[("topology spread constraint", printable(_digest(dict(constraint))))] = None
     for secret in _items(spec, "imagePullSecrets"):
-        facts[("image pull secret", _text(secret.get("name")))] = None
+        facts[("image pull secret", printable(secret.get("name")))] = None
     for volume in _items(spec, "volumes"):
-        facts[("volume", _text(volume.get("name")))] = _digest(dict(volume))
+        facts[("volume", printable(volume.get("name")))] = _digest(dict(volume))
     for field, what in (("initContainers", "init container"), ("containers", "container")):
         for container in _items(spec, field):
-            name = _text(container.get("name"))
+            name = printable(container.get("name"))
             facts[(what, name)] = None
             for part in ("command", "args"):
                 if part in container:
                     facts[(part, name)] = _digest(container[part])
             for variable in _items(container, "env"):
-                facts[("env var", name, _text(variable.get("name")))] = _digest(
+                facts[("env var", name, printable(variable.get("name")))] = _digest(
                     {key: value for key, value in variable.items() if key != "name"})
             for source in _items(container, "envFrom"):
                 facts[("env source", name, _source(source))] = None
             for mount in _items(container, "volumeMounts"):
-                facts[("mount", name, _text(mount.get("mountPath")))] = _digest(dict(mount))
+                facts[("mount", name, printable(mount.get("mountPath")))] = _digest(dict(mount))
             for port in _items(container, "ports"):
-                facts[("port", name, _text(port.get("containerPort")),
-                       _text(port.get("protocol") or "TCP"))] = _digest(dict(port))
+                facts[("port", name, printable(port.get("containerPort")),
+                       printable(port.get("protocol") or "TCP"))] = _digest(dict(port))
     return facts
 
 
@@ -202,7 +196,7 @@ def _describe(fact: Fact) -> str:
         return f"the port {parts[1]}/{parts[2]} of container {parts[0]}"
     if kind in {"command", "args"}:
         return f"the {kind} of container {parts[0]}"
-    return f"the {kind} {_text(parts[0])}"
+    return f"the {kind} {printable(parts[0])}"
 
 
 @dataclass(frozen=True)
@@ -252,10 +246,10 @@ def _changes(steps: ComponentSteps, final_rendering: Sequence[KubernetesObject])
                 while first > 0 and facts[first - 1].get(key, {}).get(fact, _ABSENT) == value:
                     first -= 1
                 origin = (steps.base if first == 0
-                          else f"component {_text(steps.components[first - 1])}")
+                          else f"component {printable(steps.components[first - 1])}")
                 item = keyed[-1][key]
                 yield _Change(key[0], str(item.get("kind")), is_role(item), fact,
-                              _text(component), origin, first > 0, value, new)
+                              printable(component), origin, first > 0, value, new)
 
 
 def _message(change: _Change) -> str:

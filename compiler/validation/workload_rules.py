@@ -17,7 +17,7 @@ from typing import Any
 
 from ..labels import ROLE_LABEL
 from ..rendering.manifests import KubernetesObject, object_reference
-from .report import Problem
+from .report import Problem, printable
 
 ALWAYS_RESTARTING_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")
 TENSORFLOW_CONTAINER = "tensorflow"
@@ -52,11 +52,12 @@ def is_role(kubernetes_object: Mapping[str, Any]) -> bool:
 def restart_policy_problem(reference: str, kind: str, policy: str,
                            component: str | None = None) -> Problem:
     who = f"component {component} sets " if component else ""
+    launcher = ("tfcompile's launcher already stops a task that succeeded or gave up "
+                "(onSuccess, failurePolicy), so " if kind == "StatefulSet" else "")
     return Problem(
         reference,
-        f"{who}restartPolicy {policy}: a {kind}'s pods must restart Always (the API server "
-        "refuses anything else); tfcompile's launcher already stops a task that succeeded or "
-        "gave up (onSuccess, failurePolicy), so leave restartPolicy out",
+        f"{who}restartPolicy {printable(policy)}: a {kind}'s pods must restart Always (the API "
+        f"server refuses anything else); {launcher}leave restartPolicy out",
     )
 
 
