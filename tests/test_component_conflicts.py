@@ -17,7 +17,10 @@ import pytest
 from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.rendering.kustomize import find_renderer, render
 from tfcompile.compiler.rendering.manifests import parse_manifests
+from tfcompile.compiler.validation.component_conflicts import component_problems
 from tfcompile.compiler.validation.component_steps import (
+    COMPILED_OUTPUT,
+    ComponentSteps,
     component_steps,
     kustomization_with_components,
 )
@@ -507,3 +510,22 @@ def test_a_job_with_components_costs_one_kustomize_run_more(
         assert result.status == 0, result.stdout
         runs = len(kustomize_runs.read_text().splitlines())
         assert runs == (1 if name == "none" else 2), (name, runs)
+
+
+def test_names_and_values_from_components_reach_no_terminal_raw() -> None:
+    """A component's path and the values it sets are the user's text: control characters in
+    them are printed escaped."""
+
+    def statefulset(node_selector: dict[str, str], policy: str) -> dict[str, object]:
+        return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "worker"},
+                "spec": {"template": {"spec": {"nodeSelector": node_selector,
+                                               "restartPolicy": policy}}}}
+
+    steps = ComponentSteps(("../\x1b]0;owned\x07",),
+                           ([statefulset({"pool": "a"}, "Always")],), COMPILED_OUTPUT)
+    found, replaced = component_problems(
+        steps, [statefulset({"pool": "b\x1b[2J"}, "Never\x1b[2J")])
+    text = "\n".join(str(problem) for problem in found)
+    assert len(found) == 2 and len(replaced) == 1
+    assert "\x1b" not in text and "\x07" not in text
+    assert '"../\\u001b]0;owned\\u0007"' in text and '"b\\u001b[2J"' in text
