@@ -8,14 +8,16 @@ compilation, and Argo CD or Flux apply exactly what Kustomize renders.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..rendering.kustomize import render
+from ..rendering.kustomize import RemoteResourceError, render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
+from ..rendering.remote_resources import remote_entries
 from .component_conflicts import component_problems
 from .component_steps import (
+    ComponentSteps,
     ComponentStepsError,
     component_steps,
     kustomization_with_components,
@@ -52,7 +54,9 @@ def validate(
 
     When the kustomization names components, the renderings before each of them are made in
     a thread of their own while the directory itself renders (two Kustomize processes at once),
-    and each component's changes are checked against them.
+    and each component's changes are checked against them. Remote entries are refused before
+    either starts; when they are allowed, the renderings before each component wait for the
+    directory's own to succeed (Kustomize fetches nothing more for a job it cannot render).
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
@@ -60,13 +64,21 @@ def validate(
     if kustomization is None:
         return validate_rendered(render(directory, allow_remote=allow_remote), directory,
                                  version, secrets)
+    remote = remote_entries(directory)
+    if remote and not allow_remote:
+        raise RemoteResourceError(remote)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        steps = pool.submit(component_steps, directory, kustomization,
-                            allow_remote=allow_remote)
-        report = validate_rendered(render(directory, allow_remote=allow_remote), directory,
-                                   version, secrets)
+
+        def steps_before() -> Future[ComponentSteps]:
+            return pool.submit(component_steps, directory, kustomization, allow_remote=True)
+
+        steps = None if remote else steps_before()
+        # Remote entries are checked above (and allowed, when there are any).
+        report = validate_rendered(render(directory, allow_remote=True), directory, version,
+                                   secrets)
         try:
-            found, replaced = component_problems(steps.result(), report.objects)
+            found, replaced = component_problems((steps or steps_before()).result(),
+                                                 report.objects)
         except ComponentStepsError as failure:
             report.notes.append(
                 "what each component changes was not checked: rendering before each "
