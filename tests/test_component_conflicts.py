@@ -343,7 +343,7 @@ def test_kustomizes_own_annotations_are_no_change(
     assert "alpha.config.kubernetes.io/transformations" in render(overlay)
 
 
-def test_restart_policy_is_checked_without_components(
+def test_restart_policy_and_deadline_are_checked_without_components(
     tmp_path: Path, run_cli: Callable[..., Result],
 ) -> None:
     """A user's overlay patches the job itself: no component to name, still an error."""
@@ -352,13 +352,16 @@ def test_restart_policy_is_checked_without_components(
     overlay.mkdir()
     (overlay / "kustomization.yaml").write_text(
         "resources: [../output/fight]\npatches:\n- target: {kind: StatefulSet}\n  patch: |-\n"
-        + textwrap.indent(pod_spec_patch("restartPolicy: Never\n"), "    "))
+        + textwrap.indent(pod_spec_patch("restartPolicy: Never\nactiveDeadlineSeconds: 60\n"),
+                          "    "))
     result = run_cli("validate", str(overlay))
     assert result.status == 1
     assert errors(result) == [
         "StatefulSet/fight-worker: restartPolicy Never: a StatefulSet's pods must restart "
         "Always (the API server refuses anything else); tfcompile's launcher already stops a "
         "task that succeeded or gave up (onSuccess, failurePolicy), so leave restartPolicy out",
+        "StatefulSet/fight-worker: activeDeadlineSeconds: a StatefulSet's pods cannot have one "
+        "(the API server refuses it); use `deadline` in job.yaml",
     ]
 
 

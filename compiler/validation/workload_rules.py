@@ -1,8 +1,9 @@
 """What the rendered workloads must keep of tfcompile's: pods that restart, and the launcher.
 
-A StatefulSet's (or Deployment's) pods must have `restartPolicy: Always`; the API server refuses
-anything else, yet the JSON schema allows it, so a patch that sets `OnFailure` passes every other
-check: it is checked on the rendered objects of every job. The `tensorflow` container of a role
+A StatefulSet's (or Deployment's) pods must have `restartPolicy: Always` and no
+`activeDeadlineSeconds`; the API server refuses anything else, yet the JSON schema allows it, so
+a patch that sets `OnFailure` passes every other check: both are checked on the rendered objects
+of every job. The `tensorflow` container of a role
 runs tfcompile's launcher, which records success and failure, applies `failurePolicy` and
 `deadline`, and holds the revision gate (ARCHITECTURE.md); a component that replaces its command
 trains without any of that, and nothing else would notice (`component_conflicts.py` finds it by
@@ -81,8 +82,19 @@ def arguments_problem(reference: str, component: str) -> Problem:
 
 
 def workload_problems(objects: Sequence[KubernetesObject]) -> Iterator[Problem]:
-    """Workloads whose pods would not restart."""
+    """Workloads whose pods would not restart, or would be stopped by a deadline."""
     for item in objects:
         policy = restart_policy(item)
-        if policy is not None and policy != "Always":
-            yield restart_policy_problem(object_reference(item), str(item.get("kind")), policy)
+        if policy is None:
+            continue
+        kind = str(item.get("kind"))
+        if policy != "Always":
+            yield restart_policy_problem(object_reference(item), kind, policy)
+        spec = pod_spec(item)
+        if spec is not None and spec.get("activeDeadlineSeconds") is not None:
+            instead = "use `deadline` in job.yaml" if is_role(item) else "leave it out"
+            yield Problem(
+                object_reference(item),
+                f"activeDeadlineSeconds: a {kind}'s pods cannot have one (the API server "
+                f"refuses it); {instead}",
+            )
