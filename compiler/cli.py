@@ -17,15 +17,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tfcompile.compiler.output.errors import OutputEnvironmentError, OutputRefused
 from tfcompile.spec.problems import SpecError, UnreadableInput
 
 from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION
-from .output_errors import OutputEnvironmentError, OutputRefused
 
 if TYPE_CHECKING:
-    from .build_record import BuildSettings, Reusable
-    from .output_location import OutputLocation
-    from .output_tree import Plan
+    from tfcompile.compiler.output.build_record import BuildSettings, Reusable
+    from tfcompile.compiler.output.location import OutputLocation
+    from tfcompile.compiler.output.tree import Plan
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,7 +33,7 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
-    from .build_record import (
+    from tfcompile.compiler.output.build_record import (
         BuildSettings,
         cache_directory,
         environment_digest,
@@ -41,7 +41,7 @@ def _build(arguments: argparse.Namespace) -> int:
         reusable,
         up_to_date,
     )
-    from .output_lock import locked
+    from tfcompile.compiler.output.lock import locked
 
     settings = BuildSettings(
         inputs=[Path(p) for p in arguments.paths] or [Path(".")],
@@ -70,12 +70,11 @@ def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environm
                 unchanged: Mapping[Path, Reusable], location: OutputLocation) -> int:
     """Load and compile every job (those `unchanged` are read from the output tree instead),
     plan the output tree (under its lock), then write or check."""
+    from tfcompile.compiler.output.build import build_plan, compile_inputs
+    from tfcompile.compiler.output.build_record import save
+    from tfcompile.compiler.output.immutable_fields import immutable_changes
+    from tfcompile.compiler.output.tree import write
     from tfcompile.spec.loading import display_path
-
-    from .build import build_plan, compile_inputs
-    from .build_record import save
-    from .immutable_fields import immutable_changes
-    from .output_tree import write
 
     compilation = compile_inputs(settings, unchanged, location.real)
     changes = build_plan(settings, location, compilation)
@@ -117,7 +116,7 @@ def _report_prunes(changes: Plan, verb: str) -> None:
 
 
 def _report_check(settings: BuildSettings, changes: Plan) -> int:
-    from .output_tree import unified_diff
+    from tfcompile.compiler.output.tree import unified_diff
 
     difference = unified_diff(changes)
     if not difference:
@@ -147,10 +146,15 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
 def _validate(arguments: argparse.Namespace) -> int:
     from contextlib import nullcontext
 
+    from tfcompile.compiler.checking.validation.server import (
+        ClusterError,
+        server_session,
+        with_server_checks,
+    )
+    from tfcompile.compiler.checking.validation.validator import validate
+    from tfcompile.compiler.checking.validation.versions import KubernetesVersionError
+
     from .rendering.kustomize import RenderingError
-    from .validation.server import ClusterError, server_session, with_server_checks
-    from .validation.validator import validate
-    from .validation.versions import KubernetesVersionError
 
     directories = _job_directories(arguments.directories, Path(arguments.output))
     if not directories:
@@ -197,11 +201,11 @@ def _render(arguments: argparse.Namespace) -> int:
 
 
 def _init(arguments: argparse.Namespace) -> int:
-    from .build import BuildSettings, build_plan
-    from .installation import InstallationError, tfcompile_requirement
-    from .output_lock import locked
-    from .output_tree import write
-    from .scaffold import ScaffoldError, write_scaffold
+    from tfcompile.compiler.output.build import BuildSettings, build_plan
+    from tfcompile.compiler.output.lock import locked
+    from tfcompile.compiler.output.tree import write
+    from tfcompile.compiler.scaffold.installation import InstallationError, tfcompile_requirement
+    from tfcompile.compiler.scaffold.repository import ScaffoldError, write_scaffold
 
     directory = Path(arguments.directory)
     try:
@@ -254,7 +258,7 @@ def _run_local(arguments: argparse.Namespace) -> int:
 
 
 def _status(arguments: argparse.Namespace) -> int:
-    from .status import StatusError, as_json, as_text, read_status
+    from tfcompile.compiler.checking.status import StatusError, as_json, as_text, read_status
 
     try:
         statuses = read_status(arguments.jobs, Path(arguments.output), arguments.namespace,

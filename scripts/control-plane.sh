@@ -5,7 +5,7 @@
 #   scripts/control-plane.sh up      build what is missing, start, wait until healthy, then print
 #                                    `export KUBECONFIG=...` on standard output
 #   scripts/control-plane.sh up --node   also register a Node and start the node agent
-#                                    (`python3 -m tfcompile.compiler.node_agent`, needs root):
+#                                    (`python3 -m tests.node_agent`, needs root):
 #                                    the pods bound to it run as local processes (see README.md,
 #                                    "A local node")
 #   scripts/control-plane.sh down    stop them and remove everything they wrote
@@ -220,7 +220,8 @@ up() {
   if $with_node; then
     [ "$(id -u)" -eq 0 ] || fail "up --node: the node agent makes network and mount namespaces: \
 run as root"
-    "${TFCOMPILE_NODE_PYTHON:-python3}" -c 'import tfcompile.compiler.node_agent' 2>/dev/null \
+    PYTHONPATH="$repository" "${TFCOMPILE_NODE_PYTHON:-python3}" -c 'import tests.node_agent' \
+      2>/dev/null \
       || fail "up --node: ${TFCOMPILE_NODE_PYTHON:-python3} cannot import tfcompile (activate \
 the virtualenv, or set TFCOMPILE_NODE_PYTHON)"
   fi
@@ -352,7 +353,9 @@ subjects:
 EOF
   mkdir -p "$run_directory/node"
   # shellcheck disable=SC2086  # more options, split on purpose
-  start node-agent "${TFCOMPILE_NODE_PYTHON:-python3}" -m tfcompile.compiler.node_agent \
+  # The node agent is part of the tests (pip does not install it): run from this repository.
+  PYTHONPATH="$repository" start node-agent "${TFCOMPILE_NODE_PYTHON:-python3}" \
+    -m tests.node_agent \
     --kubeconfig "$run_directory/node.kubeconfig" \
     --provisioner-kubeconfig "$run_directory/provisioner.kubeconfig" \
     --node-name "$node_name" --directory "$run_directory/node" ${TFCOMPILE_NODE_ARGUMENTS:-}

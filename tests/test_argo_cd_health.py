@@ -19,10 +19,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import job_text
-from tfcompile.compiler.scaffold import HEALTH_KEY, scaffold
+from tfcompile.compiler.scaffold.repository import HEALTH_KEY, scaffold
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
-HEALTH_LUA = resources.files("tfcompile.compiler").joinpath("scaffold_files/health.lua")
+HEALTH_LUA = resources.files("tfcompile.compiler.scaffold").joinpath("files/health.lua")
 
 JOB = job_text(image="tf", command="[python, train.py]",
                roles="chief: {replicas: 1}\nworker: {replicas: 2}")

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result, job_text
-from tfcompile.compiler import build, build_record
-from tfcompile.compiler.output_location import OutputLocation
+from tfcompile.compiler.output import build, build_record
+from tfcompile.compiler.output.location import OutputLocation
 
 JOB_A = job_text("alpha", script="train.py", command=None, spec_lines="overlays: [debug]")
 JOB_B = job_text("beta", roles="chief: {replicas: 1}\nworker: {replicas: 2}")
@@ -117,7 +117,7 @@ def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
 
     first, modules = run()
     assert first.returncode == 0, first.stderr
-    assert {"pydantic", "ruamel.yaml", "tfcompile.compiler.build"} <= modules
+    assert {"pydantic", "ruamel.yaml", "tfcompile.compiler.output.build"} <= modules
     before = _tree(repository / "output")
     for extra, said, light in [
             ((), "tfcompile: built 2 job(s) into output (0 file(s) changed)", True),
@@ -125,15 +125,15 @@ def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
         again, modules = run(*extra)
         assert again.returncode == 0
         assert said in again.stderr.splitlines()
-        assert "tfcompile.compiler.build_record" in modules  # the import list was read
+        assert "tfcompile.compiler.output.build_record" in modules  # the import list was read
         loaded = sorted(module for module in modules
                         if module.split(".")[0] in {"pydantic", "pydantic_core", "ruamel"}
                         or module in {"tfcompile.spec.loading", "tfcompile.spec.models",
-                                      "tfcompile.compiler.build", "tfcompile.compiler.compile"})
+                                      "tfcompile.compiler.output.build", "tfcompile.compiler.objects.compile"})
         if light:
             assert loaded == []
         else:  # --check compiles every spec, whatever the record says
-            assert {"pydantic", "tfcompile.spec.models", "tfcompile.compiler.compile"} <= set(
+            assert {"pydantic", "tfcompile.spec.models", "tfcompile.compiler.objects.compile"} <= set(
                 loaded)
     assert _tree(repository / "output") == before
 
@@ -352,7 +352,7 @@ def test_other_tfcompile_code_or_python_is_a_full_build(
 @pytest.fixture
 def package_copy(tmp_path: Path) -> Iterator[Path]:
     copy = tmp_path / "package"
-    shutil.copytree(Path(build_record.__file__).resolve().parent, copy)
+    shutil.copytree(Path(build_record.__file__).resolve().parent.parent, copy)
     yield copy
 
 
@@ -365,7 +365,7 @@ def test_the_code_digest_covers_every_file_of_the_package(package_copy: Path) ->
     module.write_text(module.read_text() + "\n")
     edited = build_record.code_digest([package_copy])
     assert edited != before
-    (package_copy / "builders" / "new_builder.py").write_text(textwrap.dedent('"""New."""\n'))
+    (package_copy / "objects" / "builders" / "new_builder.py").write_text(textwrap.dedent('"""New."""\n'))
     assert build_record.code_digest([package_copy]) not in {before, edited}
 
 

@@ -10,7 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import job_text
-from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
 FULL_JOB = job_text(metadata_lines="""\

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OVERLAYS, Result, job_text
-from tfcompile.compiler.rendering.kustomize import find_renderer, render
-from tfcompile.compiler.rendering.manifests import parse_manifests
-from tfcompile.compiler.validation.component_conflicts import component_problems
-from tfcompile.compiler.validation.component_steps import (
+from tfcompile.compiler.checking.validation.component_conflicts import component_problems
+from tfcompile.compiler.checking.validation.component_steps import (
     COMPILED_OUTPUT,
     ComponentSteps,
     component_steps,
     kustomization_with_components,
 )
+from tfcompile.compiler.rendering.kustomize import find_renderer, render
+from tfcompile.compiler.rendering.manifests import parse_manifests
 
 OWN_TOLERATION = """\
 podTemplate:

@@ -31,9 +31,10 @@ def test_the_wheel_ships_the_packages_and_their_files_and_builds_without_warning
     names = set(zipfile.ZipFile(wheel).namelist())
     top_level = {name.split("/")[0] for name in names}
     assert {name for name in top_level if not name.endswith(".dist-info")} == {"tfcompile"}
+    assert not any(name.startswith(("tfcompile/compiler/node_agent", "tests/")) for name in names)
     for shipped in ("tfcompile/spec/trainingjob.schema.json",
-                    "tfcompile/compiler/scaffold_files/applicationset.yaml",
-                    "tfcompile/compiler/scaffold_files/health.lua",
+                    "tfcompile/compiler/scaffold/files/applicationset.yaml",
+                    "tfcompile/compiler/scaffold/files/health.lua",
                     "tfcompile/overlays/gpu/kustomization.yaml",
                     "tfcompile/overlays/azure/kustomization.yaml",
                     "tfcompile/spec/py.typed", "tfcompile/compiler/py.typed"):

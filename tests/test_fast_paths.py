@@ -37,7 +37,8 @@ from ruamel.yaml.scalarstring import (
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
-from tfcompile.compiler.compile import build_objects, file_name, kustomization
+from tfcompile.compiler.checking.validation.validator import validate_rendered
+from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (
@@ -47,16 +48,15 @@ from tfcompile.compiler.rendering.pods import (
     pod_from_template,
     pods_of,
 )
-from tfcompile.compiler.validation.validator import validate_rendered
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import models
 from tfcompile.spec.loading import discover, load_jobs
 
 NOT_LOADED_BY_BUILD = (
-    "tfcompile.compiler.validation",
+    "tfcompile.compiler.checking.validation",
     "tfcompile.compiler.rendering",
     "tfcompile.compiler.local_run",
-    "tfcompile.compiler.scaffold",
+    "tfcompile.compiler.scaffold.repository",
     "tfcompile.spec.schema",
     "jsonschema",
     "kubernetes_validate",
@@ -93,7 +93,7 @@ def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, che
         arguments.append("--check")
     status, modules = _imported_modules(arguments, tmp_path)
     assert status == 0
-    assert "tfcompile.compiler.build" in modules  # the import list was read
+    assert "tfcompile.compiler.output.build" in modules  # the import list was read
     loaded = sorted(
         module for module in modules
         if any(module == name or module.startswith(name + ".") for name in NOT_LOADED_BY_BUILD)
@@ -123,7 +123,7 @@ def test_a_build_that_succeeds_loads_nothing_only_errors_or_check_need(
     arguments = ["build", str(job), "-o", str(tmp_path / "output")]
     status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
     assert status == 0
-    assert {"tfcompile.spec.models", "tfcompile.compiler.compile"} <= modules  # a full build
+    assert {"tfcompile.spec.models", "tfcompile.compiler.objects.compile"} <= modules  # a full build
     assert sorted(set(ONLY_FOR_ERRORS_OR_CHECK) & modules) == []
     # Invalid: the messages are loaded when they are needed.
     job.write_text(every_role_job("one", '"2"'))
@@ -154,7 +154,7 @@ def test_validate_still_loads_what_it_needs(tmp_path: Path, run_cli: Callable[..
                    "--overlays", str(OVERLAYS)).status == 0
     status, modules = _imported_modules(["validate", "-o", str(output)], tmp_path)
     assert status == 0
-    assert {"tfcompile.compiler.validation.schemas", "jsonschema"} <= modules
+    assert {"tfcompile.compiler.checking.validation.schemas", "jsonschema"} <= modules
     assert not any(module.startswith("tfcompile.compiler.local_run") for module in modules)
 
 
@@ -422,7 +422,7 @@ def test_a_builds_memory_does_not_hold_its_jobs_texts(tmp_path: Path) -> None:
     """What keeps memory flat in the number of jobs: compiled texts wait in a temporary file,
     so what a compilation holds per job (names of files, not their text) is a small part of
     the job's output."""
-    from tfcompile.compiler.build import BuildSettings, compile_inputs
+    from tfcompile.compiler.output.build import BuildSettings, compile_inputs
 
     example = EXAMPLES / "parameter-server"
     template = (example / "job.yaml").read_text(encoding="utf-8")

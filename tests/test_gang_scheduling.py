@@ -23,7 +23,7 @@ from tests.go_modules import (
     scheduler_plugins_crd_file,
     volcano_source,
 )
-from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
 JOB_NAME = "gang"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler import launcher
-from tfcompile.compiler.builders.launcher import launcher_data, launcher_settings
+from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.rules import REVISION_VARIABLE
 

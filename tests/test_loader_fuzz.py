@@ -38,7 +38,7 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, SequenceNode
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, REPOSITORY
-from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs

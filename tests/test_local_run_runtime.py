@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from tfcompile.compiler import launcher
 from tfcompile.compiler.local_run import (
     LocalRunOptions,
     RunOutcome,
@@ -31,8 +30,9 @@ from tfcompile.compiler.local_run import (
     supervisor,
 )
 from tfcompile.compiler.local_run.network import NetworkPrograms
+from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects.revision_gate import gate_settings
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
-from tfcompile.compiler.revision_gate import gate_settings
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tfcompile.compiler import names, topology
+from tfcompile.compiler.objects import names, topology
 from tfcompile.spec.models import RoleName, TrainingJob
 from tfcompile.spec.rules import RESERVED_ENVIRONMENT
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Result, job_text
-from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.node_agent.api_service import ApiService, api_server_target
+from tests.node_agent.forwarder import Forwarder, ForwarderError
 from tfcompile.compiler.local_run import addressing
 from tfcompile.compiler.local_run.network import (
     add_pod_network,
@@ -23,8 +25,6 @@ from tfcompile.compiler.local_run.network import (
 )
 from tfcompile.compiler.local_run.preflight import find_programs
 from tfcompile.compiler.local_run.workspace import new_run_identifier
-from tfcompile.compiler.node_agent.api_service import ApiService, api_server_target
-from tfcompile.compiler.node_agent.forwarder import Forwarder, ForwarderError
 from tfcompile.compiler.rendering.pods import Pod
 
 KUBERNETES_SERVICE = {

@@ -13,14 +13,14 @@ import time
 from collections import deque
 from typing import Any
 
+from tests.node_agent.claims import volume_for
+from tests.node_agent.pod_runtime import PodRuntime
+from tests.node_agent.pod_status import pod_status
+from tests.node_agent.sources import referenced_objects
 from tfcompile.compiler.local_run.backoff import RestartBackoff
 from tfcompile.compiler.local_run.console import Console
 from tfcompile.compiler.local_run.options import LocalRunOptions
 from tfcompile.compiler.local_run.supervisor import ContainerRun, PodRun, Supervisor
-from tfcompile.compiler.node_agent.claims import volume_for
-from tfcompile.compiler.node_agent.pod_runtime import PodRuntime
-from tfcompile.compiler.node_agent.pod_status import pod_status
-from tfcompile.compiler.node_agent.sources import referenced_objects
 from tfcompile.compiler.rendering.environment import EnvironmentSources
 from tfcompile.compiler.rendering.pods import pod_from_template
 

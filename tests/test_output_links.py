@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result, job_text
-from tfcompile.compiler import output_tree
+from tfcompile.compiler.output import tree as output_tree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) as on Linux")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, OVERLAYS, Result
-from tfcompile.compiler import directory_swap
+from tfcompile.compiler.output import directory_swap
 
 
 def _tree(root: Path) -> dict[str, bytes]:

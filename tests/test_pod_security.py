@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLES, OUTPUT, Result, job_text
 from tests.go_modules import POD_SECURITY_ADMISSION, module_directory
-from tfcompile.compiler.validation.pod_security import level_of
+from tfcompile.compiler.checking.validation.pod_security import level_of
 
 ADMISSION_PROGRAM = Path(__file__).parent / "pod_security_admission" / "main.go"
 

@@ -15,7 +15,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import OVERLAYS, Result, job_text
-from tfcompile.compiler.compile import build_objects
+from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text

@@ -13,7 +13,7 @@ from pathlib import Path
 from ruamel.yaml import YAML
 
 from tests.conftest import OUTPUT
-from tfcompile.compiler.status import committed_revisions
+from tfcompile.compiler.checking.status import committed_revisions
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OUTPUT
-from tfcompile.compiler.validation.server import without_value
+from tfcompile.compiler.checking.validation.server import without_value
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 

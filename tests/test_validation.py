@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import job_text
-from tfcompile.compiler.cli import main
-from tfcompile.compiler.rendering.kustomize import RenderError, render
-from tfcompile.compiler.validation import (
+from tfcompile.compiler.checking.validation import (
     DEFAULT_KUBERNETES_VERSION,
     KubernetesVersionError,
     Prerequisite,
@@ -21,8 +19,10 @@ from tfcompile.compiler.validation import (
     validate,
     validate_rendered,
 )
-from tfcompile.compiler.validation.limits import STATEFUL_SET_NAME_LIMIT
-from tfcompile.compiler.validation.topology import Host, parse_host
+from tfcompile.compiler.checking.validation.limits import STATEFUL_SET_NAME_LIMIT
+from tfcompile.compiler.checking.validation.topology import Host, parse_host
+from tfcompile.compiler.cli import main
+from tfcompile.compiler.rendering.kustomize import RenderError, render
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"

@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..build import BuildSettings, compile_all
-from ..labels import ROLE_LABEL
-from ..output_lock import locked
-from ..output_tree import plan, write
+from tfcompile.compiler.objects.labels import ROLE_LABEL
+from tfcompile.compiler.output.build import BuildSettings, compile_all
+from tfcompile.compiler.output.lock import locked
+from tfcompile.compiler.output.tree import plan, write
+
 from ..rendering.kustomize import render
 from ..rendering.manifests import parse_manifests
 from ..rendering.pods import Pod, pods_of

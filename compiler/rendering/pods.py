@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..labels import POD_INDEX_LABEL
+from tfcompile.compiler.objects.labels import POD_INDEX_LABEL
+
 from .environment import (
     DownwardApi,
     EnvironmentReference,

@@ -1,0 +1,264 @@
+"""`tfcompile status`: what the cluster runs for each job, next to what git holds.
+
+tfcompile has no operator and no custom resource, so a job's state is spread over its
+StatefulSets, their pods and the launchers' record (the `J-state` ConfigMap). This module reads
+them with `kubectl get -o json` in the current kubeconfig context (kubectl does authentication,
+proxies and contexts exactly as the user configured them), reads the committed revision from the
+compiled output, and derives one phase per job:
+
+- Failed: a task of the deployed revision stopped retrying (its failure policy);
+- Suspended: the committed StatefulSets have 0 replicas (`suspend: true`);
+- Released: the StatefulSets are at 0 although git asks for more (the job's pods released them);
+- Succeeded: every task that makes the job succeed recorded success at the deployed revision;
+- Pending: a pod is missing, not scheduled or not running yet;
+- Running: otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from tfcompile.compiler.objects.labels import (
+    JOB_LABEL,
+    REPLICAS_ANNOTATION,
+    REVISION_ANNOTATION,
+    ROLE_LABEL,
+    SUCCESS_TASKS_ANNOTATION,
+)
+from tfcompile.compiler.objects.launcher import FAILED, SUCCEEDED
+from tfcompile.compiler.objects.names import state_config_map_name
+
+CONTAINER = "tensorflow"
+ABSENT = "-"
+KUBECTL_TIMEOUT_SECONDS = 60
+
+
+class StatusError(Exception):
+    """The cluster could not be read (no kubectl, no context, the API server refused)."""
+
+
+@dataclass
+class RoleStatus:
+    role: str
+    ready: int
+    replicas: int
+    committed_replicas: int | None
+    restarts: int
+    last_exit: int | None
+    succeeded: int
+    failed: list[str]
+
+
+@dataclass
+class JobStatus:
+    name: str
+    namespace: str
+    phase: str
+    deployed_revision: str
+    committed_revision: str
+    roles: list[RoleStatus] = field(default_factory=list)
+
+
+def committed_revisions(output: Path) -> dict[str, tuple[str | None, str]]:
+    """Job name -> (namespace or None, revision) of every compiled job under `output`."""
+    found: dict[str, tuple[str | None, str]] = {}
+    if not output.is_dir() or output.is_symlink():
+        return found
+    for directory in sorted(output.iterdir()):
+        if directory.is_symlink() or not (directory / "kustomization.yaml").is_file():
+            continue
+        for path in sorted(directory.glob("statefulset-*.yaml")):
+            if path.is_symlink():
+                continue
+            try:
+                document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+                template = document["spec"]["template"]["metadata"]["annotations"]
+                revision = template[REVISION_ANNOTATION]
+            except (OSError, YAMLError, KeyError, TypeError):
+                continue
+            found[directory.name] = (document["metadata"].get("namespace"), str(revision))
+            break
+    return found
+
+
+def _kubectl_items(namespace: str | None, all_namespaces: bool) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise StatusError("`status` needs kubectl on PATH and a kubeconfig context")
+    command = [kubectl, "get", "statefulsets,configmaps,pods", "--selector", JOB_LABEL,
+               "--output", "json"]
+    if all_namespaces:
+        command.append("--all-namespaces")
+    elif namespace is not None:
+        command.extend(["--namespace", namespace])
+    try:
+        completed = subprocess.run(command, capture_output=True, text=True, check=False,
+                                   timeout=KUBECTL_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired as error:
+        raise StatusError("kubectl did not answer within a minute") from error
+    if completed.returncode != 0:
+        raise StatusError(f"kubectl get failed: {completed.stderr.strip()}")
+    try:
+        items: list[dict[str, Any]] = json.loads(completed.stdout).get("items", [])
+    except ValueError as error:
+        raise StatusError("kubectl printed something that is not JSON") from error
+    return items
+
+
+def _context_namespace() -> str:
+    kubectl = shutil.which("kubectl") or "kubectl"
+    completed = subprocess.run(
+        [kubectl, "config", "view", "--minify", "--output",
+         "jsonpath={..namespace}"], capture_output=True, text=True, check=False,
+        timeout=KUBECTL_TIMEOUT_SECONDS)
+    return completed.stdout.strip() or "default"
+
+
+def read_status(jobs: Iterable[str], output: Path, namespace: str | None = None,
+                all_namespaces: bool = False) -> list[JobStatus]:
+    """The status of the named jobs (none named: every job in the cluster or in `output`)."""
+    committed = committed_revisions(output)
+    default_namespace = namespace or _context_namespace()
+    wanted = list(jobs)
+    namespaces: set[str | None] = {None if all_namespaces else default_namespace}
+    if not all_namespaces and namespace is None:
+        namespaces |= {ns for name, (ns, _) in committed.items()
+                       if ns is not None and (not wanted or name in wanted)}
+    items: list[dict[str, Any]] = []
+    for each in sorted(namespaces, key=lambda value: value or ""):
+        items.extend(_kubectl_items(each, all_namespaces))
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for item in items:
+        metadata = item.get("metadata", {})
+        job = (metadata.get("labels") or {}).get(JOB_LABEL)
+        if job:
+            key = (job, metadata.get("namespace") or default_namespace)
+            grouped.setdefault(key, []).append(item)
+    names = set(wanted) if wanted else {job for job, _ in grouped} | set(committed)
+    statuses = []
+    for name in sorted(names):
+        keys = sorted(key for key in grouped if key[0] == name)
+        revision = committed.get(name, (None, ABSENT))[1]
+        if not keys:
+            where = committed.get(name, (None, ""))[0] or default_namespace
+            statuses.append(JobStatus(name, where, "NotDeployed", ABSENT, revision))
+        for key in keys:
+            statuses.append(job_status(name, key[1], grouped[key], revision))
+    return statuses
+
+
+def _records(objects: list[dict[str, Any]], name: str) -> tuple[dict[str, str], list[str]]:
+    for item in objects:
+        if item.get("kind") == "ConfigMap" and item["metadata"].get("name") == \
+                state_config_map_name(name):
+            annotations = item["metadata"].get("annotations") or {}
+            tasks = [task for task in annotations.get(SUCCESS_TASKS_ANNOTATION, "").split(",")
+                     if task]
+            return dict(item.get("data") or {}), tasks
+    return {}, []
+
+
+def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == CONTAINER:
+            return dict(status)
+    return {}
+
+
+def _outcome(record: str, revision: str) -> str | None:
+    parts = record.split(" ")
+    if len(parts) >= 2 and parts[1] == revision and parts[0] in (SUCCEEDED, FAILED):
+        return parts[0]
+    return None
+
+
+def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
+               committed: str) -> JobStatus:
+    """One job's phase and roles from its live objects."""
+    sets = sorted((o for o in objects if o.get("kind") == "StatefulSet"),
+                  key=lambda o: str(o["metadata"].get("name")))
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    records, success_tasks = _records(objects, name)
+    deployed = sorted({str(((s["spec"]["template"].get("metadata") or {}).get("annotations")
+                            or {}).get(REVISION_ANNOTATION, ABSENT)) for s in sets})
+    revision = deployed[0] if len(deployed) == 1 else ABSENT
+    roles = []
+    pending = False
+    for item in sets:
+        role = (item["metadata"].get("labels") or {}).get(ROLE_LABEL, ABSENT)
+        replicas = int(item["spec"].get("replicas", 1))
+        annotation = (item["metadata"].get("annotations") or {}).get(REPLICAS_ANNOTATION)
+        committed_replicas = int(annotation) if annotation and annotation.isdigit() else None
+        own = [p for p in pods if (p["metadata"].get("labels") or {}).get(ROLE_LABEL) == role]
+        statuses = [_container_status(p) for p in own]
+        ready = sum(1 for s in statuses if s.get("ready"))
+        finished = [s["lastState"]["terminated"] for s in statuses
+                    if (s.get("lastState") or {}).get("terminated")]
+        finished.sort(key=lambda t: str(t.get("finishedAt", "")))
+        outcomes = {task: _outcome(value, revision) for task, value in records.items()
+                    if task.rsplit("-", 1)[0] == role}
+        roles.append(RoleStatus(
+            role=role, ready=ready, replicas=replicas, committed_replicas=committed_replicas,
+            restarts=sum(int(s.get("restartCount", 0)) for s in statuses),
+            last_exit=int(finished[-1]["exitCode"]) if finished else None,
+            succeeded=sum(1 for outcome in outcomes.values() if outcome == SUCCEEDED),
+            failed=sorted(f"{task}: {records[task].split(' ', 2)[2]}"
+                          if records[task].count(" ") >= 2 else task
+                          for task, outcome in outcomes.items() if outcome == FAILED),
+        ))
+        running = [p for p in own if (p.get("status") or {}).get("phase") == "Running"]
+        pending = pending or len(running) < replicas
+    phase = _phase(roles, records, success_tasks, revision, pending)
+    return JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles)
+
+
+def _phase(roles: list[RoleStatus], records: dict[str, str], success_tasks: list[str],
+           revision: str, pending: bool) -> str:
+    if any(role.failed for role in roles):
+        return "Failed"
+    if roles and all(role.replicas == 0 for role in roles):
+        if all(role.committed_replicas == 0 for role in roles):
+            return "Suspended"
+        return "Released"
+    if success_tasks and all(_outcome(records.get(task, ""), revision) == SUCCEEDED
+                             for task in success_tasks):
+        return "Succeeded"
+    return "Pending" if pending else "Running"
+
+
+def as_json(statuses: list[JobStatus]) -> str:
+    return json.dumps([asdict(status) for status in statuses], indent=2) + "\n"
+
+
+def as_text(statuses: list[JobStatus]) -> str:
+    """A table per job: phase and revisions, then one line per role."""
+    lines = []
+    for status in statuses:
+        stale = "" if status.deployed_revision == status.committed_revision else " (differs)"
+        lines.append(f"{status.name} ({status.namespace}): {status.phase}; revision deployed "
+                     f"{status.deployed_revision}, committed {status.committed_revision}{stale}")
+        if not status.roles:
+            continue
+        rows = [("ROLE", "READY", "RESTARTS", "LAST EXIT", "RECORDED")]
+        for role in status.roles:
+            recorded = []
+            if role.succeeded:
+                recorded.append(f"{role.succeeded} succeeded")
+            recorded.extend(f"failed {failure}" for failure in role.failed)
+            rows.append((role.role, f"{role.ready}/{role.replicas}", str(role.restarts),
+                         ABSENT if role.last_exit is None else str(role.last_exit),
+                         "; ".join(recorded) or ABSENT))
+        widths = [max(len(row[column]) for row in rows) for column in range(4)]
+        for row in rows:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            lines.append("  " + "  ".join([*cells, row[4]]).rstrip())
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,128 @@
+"""Check every rendered object against the strict Kubernetes JSON schemas of one version, offline.
+
+A patch in an overlay can add a misspelt field or a wrong type that Kustomize happily renders and
+the API server rejects at sync time; strict schemas (no unknown fields) catch that in CI. The
+schema files are those the `kubernetes-validate` package ships; this module loads them once per
+version and reports every error of every object, not only the first.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+# jsonschema ships no type information (its stubs are the separate types-jsonschema).
+import jsonschema  # type: ignore[import-untyped, unused-ignore]
+from jsonschema.exceptions import (  # type: ignore[import-untyped, unused-ignore]
+    ValidationError as SchemaError,
+)
+from jsonschema.exceptions import best_match
+from referencing import Registry, Resource
+
+from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
+
+from .report import Problem
+from .versions import normalize_version, schema_directory
+
+_MESSAGE_LIMIT = 300
+
+
+def schema_problems(
+    objects: Iterable[KubernetesObject], kubernetes_version: str
+) -> tuple[list[Problem], list[str]]:
+    """Schema errors of each object, and notes for objects whose kind has no built-in schema."""
+    version = normalize_version(kubernetes_version)
+    problems: list[Problem] = []
+    notes: list[str] = []
+    for kubernetes_object in objects:
+        validator = _validator(
+            version,
+            str(kubernetes_object.get("apiVersion", "")),
+            str(kubernetes_object.get("kind", "")),
+        )
+        reference = object_reference(kubernetes_object)
+        if validator is None:
+            notes.append(
+                f"{reference}: {kubernetes_object.get('apiVersion')} "
+                f"{kubernetes_object.get('kind')} is not a built-in Kubernetes {version} kind; "
+                "its fields were not checked"
+            )
+            continue
+        errors = sorted(validator.iter_errors(kubernetes_object), key=_error_order)
+        for error in errors:
+            problems.append(
+                Problem(
+                    reference,
+                    f"{_field_path(error)}: {_describe(error)} "
+                    f"(Kubernetes {version} schema; the API server would reject this object)",
+                )
+            )
+    return problems, notes
+
+
+def _schema_file_name(api_version: str, kind: str) -> str:
+    # `apps/v1` -> `apps-v1`, `networking.k8s.io/v1` -> `networking-v1`, `v1` -> `v1`
+    group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    return f"{kind.lower()}-{group_version}.json"
+
+
+@functools.cache
+def _registry(version: str) -> Registry[Any]:
+    definitions = json.loads(schema_directory(version).joinpath("_definitions.json").read_text())
+    return Resource.from_contents(definitions) @ Registry()
+
+
+@functools.cache
+def _validator(version: str, api_version: str, kind: str) -> jsonschema.Draft202012Validator | None:
+    if not api_version or not kind or "/" in kind:
+        return None
+    schema_file = schema_directory(version).joinpath(_schema_file_name(api_version, kind))
+    if not schema_file.is_file():
+        return None
+    schema = json.loads(schema_file.read_text())
+    declared = schema.get("x-kubernetes-group-version-kind") or []
+    group, _, short_version = api_version.rpartition("/")
+    if declared and not any(
+        entry.get("group", "") == group and entry.get("version") == short_version
+        for entry in declared
+    ):
+        # The file name drops the group's domain; make sure it is this group's schema.
+        return None
+    return jsonschema.Draft202012Validator(schema, registry=_registry(version))
+
+
+def _error_order(error: SchemaError) -> tuple[str, str]:
+    return _field_path(error), error.message
+
+
+def _field_path(error: SchemaError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(object)"
+
+
+def _describe(error: SchemaError) -> str:
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        deepest = best_match(error.context)
+        if deepest is not None:
+            error = deepest
+    if error.validator == "additionalProperties":
+        return _shorten(error.message.replace("Additional properties", "fields"))
+    if error.validator == "type":
+        return _shorten(f"{_repr(error.instance)} is not of type {error.validator_value}")
+    if error.validator == "enum":
+        return _shorten(f"{_repr(error.instance)} is not one of {error.validator_value}")
+    return _shorten(error.message)
+
+
+def _repr(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _shorten(message: str) -> str:
+    return message if len(message) <= _MESSAGE_LIMIT else message[: _MESSAGE_LIMIT - 3] + "..."

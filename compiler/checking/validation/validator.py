@@ -1,0 +1,156 @@
+"""`validate`: render a compiled job with Kustomize and check what a cluster would receive.
+
+The compiler checks the spec; this checks the rendered result, because overlays and user
+kustomizations (a `namePrefix`, a replica patch, a Service patch) change objects after
+compilation, and Argo CD or Flux apply exactly what Kustomize renders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from tfcompile.compiler.rendering.kustomize import RemoteResourceError, render
+from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
+from tfcompile.compiler.rendering.pods import pods_of
+from tfcompile.compiler.rendering.remote_resources import remote_entries
+
+from .component_conflicts import component_problems
+from .component_steps import (
+    ComponentSteps,
+    ComponentStepsError,
+    component_steps,
+    kustomization_with_components,
+)
+from .exposure import exposure_problems
+from .limits import name_problems, size_problems
+from .pod_security import pod_security_notes
+from .prerequisites import prerequisites_of
+from .report import Prerequisite, Problem, ValidationReport
+from .schemas import schema_problems
+from .topology import topology_problems
+from .versions import DEFAULT_KUBERNETES_VERSION, normalize_version, schema_directory
+from .workload_rules import workload_problems
+
+# Kubelets from 1.32 on take every envFrom key (RelaxedEnvironmentVariableValidation); older
+# ones skip keys that are not C-like names.
+_RELAXED_ENVIRONMENT_NAMES_FROM = (1, 32)
+
+
+def validate(
+    directory: Path,
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    secrets: Mapping[tuple[str, str], str] | None = None,
+    *,
+    allow_remote: bool = False,
+) -> ValidationReport:
+    """Render `directory` with Kustomize and check the result for `kubernetes_version`.
+
+    Raises `KubernetesVersionError` for a version without installed schemas (before rendering),
+    `RenderError` when Kustomize fails or (unless `allow_remote`) a kustomization names a
+    remote resource, `ManifestError` when its output is not Kubernetes objects; all three carry
+    a message for the user. Problems in the rendered objects are returned in the report, never
+    raised.
+
+    When the kustomization names components, the renderings before each of them are made in
+    a thread of their own while the directory itself renders (two Kustomize processes at once),
+    and each component's changes are checked against them. Remote entries are refused before
+    either starts; when they are allowed, the renderings before each component wait for the
+    directory's own to succeed (Kustomize fetches nothing more for a job it cannot render).
+    """
+    version = normalize_version(kubernetes_version)
+    schema_directory(version)
+    kustomization = kustomization_with_components(directory)
+    if kustomization is None:
+        return validate_rendered(render(directory, allow_remote=allow_remote), directory,
+                                 version, secrets)
+    remote = remote_entries(directory)
+    if remote and not allow_remote:
+        raise RemoteResourceError(remote)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+
+        def steps_before() -> Future[ComponentSteps]:
+            return pool.submit(component_steps, directory, kustomization, allow_remote=True)
+
+        steps = None if remote else steps_before()
+        # Remote entries are checked above (and allowed, when there are any).
+        report = validate_rendered(render(directory, allow_remote=True), directory, version,
+                                   secrets)
+        try:
+            found, replaced = component_problems((steps or steps_before()).result(),
+                                                 report.objects)
+        except ComponentStepsError as failure:
+            report.notes.append(
+                "what each component changes was not checked: rendering before each "
+                f"component failed: {failure}")
+            return report
+    report.problems[:] = [problem for problem in report.problems if problem not in replaced]
+    report.problems.extend(found)
+    return report
+
+
+def validate_rendered(
+    rendered: str,
+    directory: Path,
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    secrets: Mapping[tuple[str, str], str] | None = None,
+) -> ValidationReport:
+    """Check already rendered manifests (`directory` only names them in messages)."""
+    version = normalize_version(kubernetes_version)
+    objects = parse_manifests(rendered, source=str(directory))
+    problems, notes = schema_problems(objects, version)
+    try:
+        found, found_notes, prerequisites = _cluster_checks(objects, version, secrets)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        if not problems:
+            raise
+        # Objects of the wrong shape are already reported above; the API server would refuse
+        # them, so there is no pod to reason about until they are fixed.
+        found, found_notes, prerequisites = [], [], []
+        notes.append(
+            "names, sizes, the TensorFlow topology and references were not checked: fix the "
+            "schema errors first"
+        )
+    problems.extend(found)
+    notes.extend(found_notes)
+    return ValidationReport(
+        directory=directory,
+        kubernetes_version=version,
+        rendered=rendered,
+        objects=objects,
+        problems=problems,
+        prerequisites=prerequisites,
+        notes=list(dict.fromkeys(notes)),
+    )
+
+
+def _cluster_checks(
+    objects: list[KubernetesObject],
+    version: str,
+    secrets: Mapping[tuple[str, str], str] | None,
+) -> tuple[list[Problem], list[str], list[Prerequisite]]:
+    """Names, sizes, topology and references: the checks that read objects as a cluster would."""
+    major, minor = (int(part) for part in version.split("."))
+    pods = pods_of(
+        objects,
+        secrets=secrets,
+        strict_environment_names=(major, minor) < _RELAXED_ENVIRONMENT_NAMES_FROM,
+    )
+    problems = [*name_problems(objects, pods), *size_problems(objects),
+                *exposure_problems(objects), *workload_problems(objects)]
+    found, notes = topology_problems(objects, pods)
+    notes.extend(pod_security_notes(objects))
+    problems.extend(found)
+    prerequisites, reference_problems = prerequisites_of(objects)
+    problems.extend(reference_problems)
+    for pod in pods:
+        for container in [*pod.init_containers, *pod.containers]:
+            if container.skipped_environment_names:
+                notes.append(
+                    f"{pod.owner_kind}/{pod.owner_name}: container {container.name} of pod "
+                    f"{pod.name} does not get envFrom keys "
+                    f"{', '.join(container.skipped_environment_names)}: Kubernetes {version} "
+                    "skips keys that are not valid environment variable names"
+                )
+    return problems, notes, prerequisites

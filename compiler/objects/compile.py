@@ -1,0 +1,135 @@
+"""Spec -> manifests: the pure pipeline from a loaded job to its objects and kustomization.
+
+Nothing here reads or writes files; `build.py` does the I/O around it, which keeps every step
+testable on plain values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tfcompile.compiler.output.generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
+from tfcompile.compiler.yaml_output import dump
+from tfcompile.spec.loading import LoadedJob
+
+from .builders.gang import pod_group
+from .builders.launcher import launcher_config_map
+from .builders.network_policy import network_policy
+from .builders.release import role, role_binding, service_account, state_config_map
+from .builders.script import script_config_map, script_name
+from .builders.service import headless_service
+from .builders.statefulset import statefulset
+from .builders.storage import shared_claim
+from .builders.tensorboard import tensorboard_deployment, tensorboard_service
+from .labels import REVISION_ANNOTATION
+from .names import check_name_lengths
+from .topology import check_tf_config_size
+
+__all__ = ["GENERATED_MARK", "KUSTOMIZATION_FILE", "CompiledJob", "compile_job"]
+
+
+@dataclass(frozen=True)
+class CompiledJob:
+    """The output of one job: `files` maps file name to text, kustomization.yaml included
+    (sorted by name; a build keeps the texts in a `text_spool.TextSpool`)."""
+
+    name: str
+    objects: list[dict[str, Any]]
+    files: Mapping[str, str]
+
+
+def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:
+    """A digest of what the training pods run: every StatefulSet's pod template (its revision
+    annotation still empty) and the data of the ConfigMaps they mount (script, launcher).
+
+    Nothing else: a change to TensorBoard, the NetworkPolicy, the shared claim's size, the
+    Services or the StatefulSets' own metadata (or `suspend`, which only sets replicas) keeps
+    the revision, so it restarts no training and a succeeded revision stays succeeded.
+    """
+    covered = {
+        "templates": [item["spec"]["template"] for item in statefulsets],
+        "configMaps": [{"name": item["metadata"]["name"], "data": item.get("data", {})}
+                       for item in config_maps],
+    }
+    canonical = json.dumps(covered, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def file_name(document: dict[str, Any]) -> str:
+    """`statefulset-mnist-worker.yaml`: kind and name, readable in a pull request."""
+    return f"{document['kind'].lower()}-{document['metadata']['name']}.yaml"
+
+
+def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
+    """Every object of the job, in a fixed order; raises `SpecError` for limits a spec breaks."""
+    job, script = loaded.job, loaded.script
+    problems = [*check_name_lengths(job), *check_tf_config_size(job)]
+    if problems:
+        raise loaded.fail(problems)
+    objects: list[dict[str, Any]] = []
+    mounted: list[dict[str, Any]] = []
+    script_map = None
+    if script is not None:
+        mounted.append(script_config_map(job, script))
+        script_map = script_name(job, script)
+    launcher_map = launcher_config_map(job)
+    mounted.append(launcher_map)
+    objects.extend(mounted)
+    state = state_config_map(job, revision="")
+    objects.extend([state, service_account(job), role(job), role_binding(job)])
+    claim = shared_claim(job)
+    if claim is not None:
+        objects.append(claim)
+    roles = job.spec.roles.defined()
+    for role_key, _ in roles:
+        objects.append(headless_service(job, role_key))
+    group = pod_group(job)
+    if group is not None:
+        objects.append(group)
+    sets = [
+        statefulset(job, role_key, role_spec, script, script_map,
+                    launcher_map["metadata"]["name"], revision="")
+        for role_key, role_spec in roles
+    ]
+    objects.extend(sets)
+    if job.spec.tensorboard is not None:
+        objects.append(tensorboard_deployment(job))
+        objects.append(tensorboard_service(job))
+    if job.spec.network_policy_settings() is not None:
+        objects.append(network_policy(job))
+    digest = revision(sets, mounted)
+    for item in sets:
+        item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION] = digest
+    state["metadata"]["annotations"][REVISION_ANNOTATION] = digest
+    return objects
+
+
+def kustomization(resources: list[str], components: list[str]) -> dict[str, Any]:
+    document: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    }
+    if components:
+        document["components"] = components
+    return document
+
+
+def compile_job(loaded: LoadedJob, source: str, components: list[str]) -> CompiledJob:
+    """Compile one job. `source` is the spec's path as the header should name it, and
+    `components` the overlay directories relative to the job's output directory."""
+    objects = build_objects(loaded)
+    files = {file_name(document): dump(document) for document in objects}
+    assert len(files) == len(objects), "two objects share a kind and a name"
+    header = [
+        f"{GENERATED_MARK} from {source}; edit that file and run `tfcompile build`.",
+        "Render with `kubectl kustomize` (or `kustomize build`) on this directory.",
+    ]
+    files[KUSTOMIZATION_FILE] = dump(kustomization(sorted(files), components), header)
+    return CompiledJob(
+        name=loaded.job.metadata.name, objects=objects, files=dict(sorted(files.items()))
+    )

@@ -1,0 +1,131 @@
+"""What in the output tree is tfcompile's, and whether the spec a job came from still holds it.
+
+A job directory is tfcompile's when its kustomization.yaml starts with the generated mark; its
+files are that kustomization and the resources it lists. The mark names the spec the job was
+compiled from, relative to the job directory: a directory is pruned only when that spec is gone
+or no longer defines the job, so building some jobs never touches the others. Nothing here
+follows a symbolic link: job directories are read through `directory_handles`, and the spec a
+job directory names is found lexically from the directory's path without links, so a directory
+swapped for a link while a build runs cannot make another spec (or none) its source.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfcompile.compiler.output.errors import shown
+
+from .directory_handles import Directory
+from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source
+
+MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
+"""A recorded source larger than this is not read; the job directory is then kept."""
+
+_MISSING = {errno.ENOENT, errno.ENOTDIR}
+
+
+@dataclass(frozen=True)
+class JobDirectory:
+    """A directory tfcompile generated: how it is shown, its path without links, its files
+    and the spec it was compiled from (relative to it)."""
+
+    path: Path
+    real: str
+    files: list[str]
+    source: str | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def generated_directory(directory: Directory) -> JobDirectory | None:
+    """The directory as tfcompile's, or None when it did not generate it."""
+    text = directory.read(KUSTOMIZATION_FILE)
+    if text is None:
+        return None
+    first = text.split("\n", 1)[0]
+    if GENERATED_MARK not in first:
+        return None
+    files = [KUSTOMIZATION_FILE]
+    from ruamel.yaml import YAML  # here: a build whose output is current reads no YAML
+
+    try:
+        document = YAML(typ="safe", pure=True).load(text)
+    except Exception:  # a damaged kustomization: only the file itself is known to be ours
+        document = None
+    resources = document.get("resources", []) if isinstance(document, dict) else []
+    for resource in resources if isinstance(resources, list) else []:
+        if (isinstance(resource, str) and resource and "/" not in resource
+                and "\\" not in resource and not resource.startswith(".")
+                and resource not in files):
+            files.append(resource)
+    return JobDirectory(directory.path, directory.real, files, recorded_source(first))
+
+
+def recorded_spec(job_directory: str, source: str) -> Path:
+    """The spec a job directory names (`source`, relative to it), from the directory's path
+    without links, `..` taken lexically: never through the output tree's names again."""
+    return Path(os.path.normpath(os.path.join(job_directory, source)))
+
+
+def source_path(directory: JobDirectory) -> Path | None:
+    """The recorded spec, as an absolute path."""
+    if directory.source is None:
+        return None
+    return recorded_spec(directory.real, directory.source)
+
+
+def jobs_defined_in(path: Path) -> frozenset[str] | None:
+    """Names of the TrainingJobs a file defines; None when that cannot be told (unreadable,
+    not YAML, too large): the caller then keeps what depends on it."""
+    from ruamel.yaml import YAML
+
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(descriptor, "rb") as handle:  # a FIFO or a device is no spec
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None
+            data = handle.read(MAXIMUM_SPEC_BYTES + 1)
+        if len(data) > MAXIMUM_SPEC_BYTES:
+            return None
+        documents: list[Any] = list(YAML(typ="safe", pure=True).load_all(data.decode("utf-8")))
+    except Exception:
+        return None
+    names = set()
+    for document in documents:
+        if isinstance(document, dict) and document.get("kind") == "TrainingJob":
+            metadata = document.get("metadata")
+            if isinstance(metadata, dict) and isinstance(metadata.get("name"), str):
+                names.add(metadata["name"])
+    return frozenset(names)
+
+
+def still_defines(directory: JobDirectory,
+                  defined: Mapping[Path, frozenset[str]]) -> tuple[bool | None, str]:
+    """Whether the recorded spec still defines the job: True, False (with the reason it is
+    gone) or None (cannot tell: no source recorded, unreadable), with the spec as shown."""
+    source = source_path(directory)
+    if source is None:
+        return None, ""
+    display = shown(source)
+    try:
+        os.stat(source)
+    except OSError as error:
+        if error.errno in _MISSING:
+            return False, f"its source {display} no longer exists"
+        return None, display
+    names = defined.get(source.resolve())
+    if names is None:
+        names = jobs_defined_in(source)
+    if names is None:
+        return None, display
+    if directory.name in names:
+        return True, display
+    return False, f"its source {display} no longer defines job {directory.name}"

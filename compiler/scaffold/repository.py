@@ -1,0 +1,107 @@
+"""`tfcompile init`: a GitOps repository a new user can push and sync in minutes.
+
+It writes an example job, copies the Kustomize Components shipped with the package into
+`overlays/` (so they are versioned in the user's repository and can be edited for their cluster),
+CI for GitHub Actions and GitLab CI (installing the tfcompile that ran `init`: `installation`
+finds it), a pre-commit configuration, an Argo CD ApplicationSet (with a health check for
+training jobs) and a Flux Kustomization, then compiles the example, so that the CI check
+passes from the first commit.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from tfcompile.compiler.checking.validation.kubeconform_schemas import kubeconform_version
+from tfcompile.compiler.checking.validation.versions import DEFAULT_KUBERNETES_VERSION
+from tfcompile.spec.schema import schema_text
+
+FILES = {
+    "jobs/example/job.yaml": "job.yaml.template",
+    "jobs/example/train.py": "train.py",
+    "ci/check.sh": "check.sh",
+    ".github/workflows/tfcompile.yaml": "github-workflow.yaml",
+    ".gitlab-ci.yml": "gitlab-ci.yaml",
+    ".pre-commit-config.yaml": "pre-commit-config.yaml",
+    "deploy/argocd/applicationset.yaml": "applicationset.yaml",
+    "deploy/flux/training-jobs.yaml": "flux.yaml",
+}
+"""Path in the new repository -> template file in files/ beside this module."""
+
+EXECUTABLE = {"ci/check.sh"}
+
+HEALTH_CHECK = "health.lua"
+HEALTH_KEY = "resource.customizations.health.ConfigMap"
+"""argocd-cm's key for a health check of the core group's kind ConfigMap."""
+
+
+class ScaffoldError(Exception):
+    """`init` would overwrite files; nothing was written."""
+
+
+def _overlay_files(root: Traversable) -> dict[str, str]:
+    """`overlays/<component>/<file>` for each Kustomize Component shipped with the package."""
+    files: dict[str, str] = {}
+    for component in sorted(root.iterdir(), key=lambda item: item.name):
+        if not component.is_dir() or component.name.startswith(("_", ".")):
+            continue
+        for entry in sorted(component.iterdir(), key=lambda item: item.name):
+            if entry.is_file() and entry.name.endswith((".yaml", ".yml")):
+                files[f"overlays/{component.name}/{entry.name}"] = entry.read_text(
+                    encoding="utf-8")
+    return files
+
+
+def argo_cd_health_patch(lua: str) -> str:
+    """A patch for Argo CD's argocd-cm carrying the health check (Argo CD keeps them there)."""
+    body = "".join(f"    {line}\n" if line else "\n" for line in lua.splitlines())
+    return (
+        "# The health of tfcompile jobs in Argo CD (Progressing while training, Healthy when\n"
+        "# succeeded, Degraded when a task failed for good); the check is health.lua beside\n"
+        "# this file. Merge into argocd-cm once:\n"
+        "#   kubectl -n argocd patch configmap argocd-cm --patch-file "
+        "deploy/argocd/argocd-cm-health.yaml\n"
+        f"data:\n  {HEALTH_KEY}: |\n{body}"
+    )
+
+
+def scaffold(tfcompile_requirement: str) -> dict[str, str]:
+    """The files of a new repository, by relative path, whose CI installs tfcompile with
+    `pip install "<tfcompile_requirement>"`."""
+    templates = resources.files("tfcompile.compiler.scaffold").joinpath("files")
+    values = {
+        "TFCOMPILE_REQUIREMENT": tfcompile_requirement,
+        "KUBERNETES_VERSION_DEFAULT": kubeconform_version(DEFAULT_KUBERNETES_VERSION),
+    }
+    files: dict[str, str] = {}
+    for target, source in FILES.items():
+        text = templates.joinpath(source).read_text(encoding="utf-8")
+        for placeholder, value in values.items():
+            text = text.replace(placeholder, value)
+        files[target] = text
+    health = templates.joinpath(HEALTH_CHECK).read_text(encoding="utf-8")
+    files["deploy/argocd/health.lua"] = health
+    files["deploy/argocd/argocd-cm-health.yaml"] = argo_cd_health_patch(health)
+    files.update(_overlay_files(resources.files("tfcompile.overlays")))
+    files["jobs/trainingjob.schema.json"] = schema_text()
+    return dict(sorted(files.items()))
+
+
+def write_scaffold(directory: Path, tfcompile_requirement: str) -> list[str]:
+    """Write the scaffold into `directory`; refuses (writing nothing) if any file exists."""
+    files = scaffold(tfcompile_requirement)
+    existing = [path for path in files if (directory / path).exists()]
+    if existing:
+        raise ScaffoldError(
+            f"{directory} already has {', '.join(existing)}; init writes into an empty "
+            "repository and overwrites nothing"
+        )
+    for path, text in files.items():
+        target = directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if path in EXECUTABLE:
+            target.chmod(0o755)
+    return list(files)
