@@ -152,7 +152,7 @@ def _validate(arguments: argparse.Namespace) -> int:
         with_server_checks,
     )
     from tfcompile.compiler.checking.validation.validator import validate
-    from tfcompile.compiler.checking.validation.versions import KubernetesVersionError
+    from tfcompile.compiler.kubernetes_versions import KubernetesVersionError
 
     from .rendering.kustomize import RenderingError
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from tfcompile.compiler.checking.validation import kubeconform_schemas
-from tfcompile.compiler.checking.validation.versions import (
+from tfcompile.compiler.cli import main
+from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
 )
-from tfcompile.compiler.cli import main
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"

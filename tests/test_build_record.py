@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -129,12 +128,13 @@ def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
         loaded = sorted(module for module in modules
                         if module.split(".")[0] in {"pydantic", "pydantic_core", "ruamel"}
                         or module in {"tfcompile.spec.loading", "tfcompile.spec.models",
-                                      "tfcompile.compiler.output.build", "tfcompile.compiler.objects.compile"})
+                                      "tfcompile.compiler.output.build",
+                                      "tfcompile.compiler.objects.compile"})
         if light:
             assert loaded == []
         else:  # --check compiles every spec, whatever the record says
-            assert {"pydantic", "tfcompile.spec.models", "tfcompile.compiler.objects.compile"} <= set(
-                loaded)
+            assert {"pydantic", "tfcompile.spec.models",
+                    "tfcompile.compiler.objects.compile"} <= set(loaded)
     assert _tree(repository / "output") == before
 
 
@@ -365,7 +365,7 @@ def test_the_code_digest_covers_every_file_of_the_package(package_copy: Path) ->
     module.write_text(module.read_text() + "\n")
     edited = build_record.code_digest([package_copy])
     assert edited != before
-    (package_copy / "objects" / "builders" / "new_builder.py").write_text(textwrap.dedent('"""New."""\n'))
+    (package_copy / "objects" / "builders" / "new_builder.py").write_text('"""New."""\n')
     assert build_record.code_digest([package_copy]) not in {before, edited}
 
 

@@ -123,7 +123,8 @@ def test_a_build_that_succeeds_loads_nothing_only_errors_or_check_need(
     arguments = ["build", str(job), "-o", str(tmp_path / "output")]
     status, modules = _imported_modules(arguments, tmp_path, keep_record=keep_record)
     assert status == 0
-    assert {"tfcompile.spec.models", "tfcompile.compiler.objects.compile"} <= modules  # a full build
+    # a full build
+    assert {"tfcompile.spec.models", "tfcompile.compiler.objects.compile"} <= modules
     assert sorted(set(ONLY_FOR_ERRORS_OR_CHECK) & modules) == []
     # Invalid: the messages are loaded when they are needed.
     job.write_text(every_role_job("one", '"2"'))

@@ -16,13 +16,13 @@ import pytest
 
 from tests.conftest import OUTPUT
 from tfcompile.compiler.checking.validation.kubeconform_schemas import (
-    kubeconform_version,
     prepare,
     standalone_schemas,
 )
-from tfcompile.compiler.checking.validation.versions import (
+from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
+    kubeconform_version,
     schema_directory,
 )
 from tfcompile.compiler.rendering.kustomize import render
@@ -107,9 +107,12 @@ def test_prepared_schemas_are_written_once_per_schema_release(tmp_path: Path) ->
     assert root.name.startswith("kubernetes-validate-")
 
 
+SCHEMAS_COMMAND = "tfcompile.compiler.checking.validation.kubeconform_schemas"
+
+
 def test_the_command_prints_the_schema_location(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tfcompile.compiler.checking.validation.kubeconform_schemas", str(tmp_path),
+        [sys.executable, "-m", SCHEMAS_COMMAND, str(tmp_path),
          "--kubernetes-version", OLDEST_KUBERNETES_VERSION],
         capture_output=True, text=True, check=True)
     [location] = result.stdout.splitlines()
@@ -119,7 +122,7 @@ def test_the_command_prints_the_schema_location(tmp_path: Path) -> None:
     [prepared] = [p.name for p in Path(location.split("/{{")[0]).iterdir()]
     assert prepared == "v1.28.0-standalone-strict"
     refused = subprocess.run(
-        [sys.executable, "-m", "tfcompile.compiler.checking.validation.kubeconform_schemas", str(tmp_path),
+        [sys.executable, "-m", SCHEMAS_COMMAND, str(tmp_path),
          "--kubernetes-version", "1.27"], capture_output=True, text=True, check=False)
     assert refused.returncode == 2
     assert "Kubernetes 1.27 is too old" in refused.stderr

@@ -24,9 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from tfcompile.compiler.objects.labels import (
     JOB_LABEL,
     REPLICAS_ANNOTATION,
@@ -36,6 +33,7 @@ from tfcompile.compiler.objects.labels import (
 )
 from tfcompile.compiler.objects.launcher import FAILED, SUCCEEDED
 from tfcompile.compiler.objects.names import state_config_map_name
+from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
 
 CONTAINER = "tensorflow"
 ABSENT = "-"
@@ -80,10 +78,10 @@ def committed_revisions(output: Path) -> dict[str, tuple[str | None, str]]:
             if path.is_symlink():
                 continue
             try:
-                document = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+                document = read_generated_document(path.read_text(encoding="utf-8"))
                 template = document["spec"]["template"]["metadata"]["annotations"]
                 revision = template[REVISION_ANNOTATION]
-            except (OSError, YAMLError, KeyError, TypeError):
+            except (OSError, YamlInputError, UnicodeDecodeError, KeyError, TypeError):
                 continue
             found[directory.name] = (document["metadata"].get("namespace"), str(revision))
             break

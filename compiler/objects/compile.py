@@ -1,19 +1,15 @@
-"""Spec -> manifests: the pure pipeline from a loaded job to its objects and kustomization.
+"""Spec -> objects: the pure pipeline from a loaded job to its objects and kustomization.
 
-Nothing here reads or writes files; `build.py` does the I/O around it, which keeps every step
-testable on plain values.
+Nothing here reads or writes files or YAML; `output.job_files` turns the objects into the files
+of the job's output directory, which keeps every step testable on plain values.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from tfcompile.compiler.output.generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
-from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import LoadedJob
 
 from .builders.gang import pod_group
@@ -29,17 +25,7 @@ from .labels import REVISION_ANNOTATION
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
-__all__ = ["GENERATED_MARK", "KUSTOMIZATION_FILE", "CompiledJob", "compile_job"]
-
-
-@dataclass(frozen=True)
-class CompiledJob:
-    """The output of one job: `files` maps file name to text, kustomization.yaml included
-    (sorted by name; a build keeps the texts in a `text_spool.TextSpool`)."""
-
-    name: str
-    objects: list[dict[str, Any]]
-    files: Mapping[str, str]
+__all__ = ["build_objects", "file_name", "kustomization", "revision"]
 
 
 def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:
@@ -117,19 +103,3 @@ def kustomization(resources: list[str], components: list[str]) -> dict[str, Any]
     if components:
         document["components"] = components
     return document
-
-
-def compile_job(loaded: LoadedJob, source: str, components: list[str]) -> CompiledJob:
-    """Compile one job. `source` is the spec's path as the header should name it, and
-    `components` the overlay directories relative to the job's output directory."""
-    objects = build_objects(loaded)
-    files = {file_name(document): dump(document) for document in objects}
-    assert len(files) == len(objects), "two objects share a kind and a name"
-    header = [
-        f"{GENERATED_MARK} from {source}; edit that file and run `tfcompile build`.",
-        "Render with `kubectl kustomize` (or `kustomize build`) on this directory.",
-    ]
-    files[KUSTOMIZATION_FILE] = dump(kustomization(sorted(files), components), header)
-    return CompiledJob(
-        name=loaded.job.metadata.name, objects=objects, files=dict(sorted(files.items()))
-    )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfcompile.compiler.objects.compile import CompiledJob, compile_job
+from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.tree import Plan, plan
 from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs

@@ -14,10 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from tfcompile.compiler.output.tree import Plan
+from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
 
 IMMUTABLE_FIELDS = ("selector", "serviceName", "podManagementPolicy", "volumeClaimTemplates")
 
@@ -46,8 +44,8 @@ class ImmutableChange:
 
 def _load(text: str) -> dict[str, Any] | None:
     try:
-        document = YAML(typ="safe").load(text)
-    except YAMLError:
+        document = read_generated_document(text)
+    except YamlInputError:
         return None
     return document if isinstance(document, dict) else None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.output.errors import shown
+from tfcompile.compiler.yaml_input import read_document, read_documents
 
 from .directory_handles import Directory
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source
@@ -54,10 +55,8 @@ def generated_directory(directory: Directory) -> JobDirectory | None:
     if GENERATED_MARK not in first:
         return None
     files = [KUSTOMIZATION_FILE]
-    from ruamel.yaml import YAML  # here: a build whose output is current reads no YAML
-
-    try:
-        document = YAML(typ="safe", pure=True).load(text)
+    try:  # yaml_input loads ruamel.yaml on first use: a current build reads no YAML
+        document = read_document(text)
     except Exception:  # a damaged kustomization: only the file itself is known to be ours
         document = None
     resources = document.get("resources", []) if isinstance(document, dict) else []
@@ -85,8 +84,6 @@ def source_path(directory: JobDirectory) -> Path | None:
 def jobs_defined_in(path: Path) -> frozenset[str] | None:
     """Names of the TrainingJobs a file defines; None when that cannot be told (unreadable,
     not YAML, too large): the caller then keeps what depends on it."""
-    from ruamel.yaml import YAML
-
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(descriptor, "rb") as handle:  # a FIFO or a device is no spec
@@ -95,7 +92,7 @@ def jobs_defined_in(path: Path) -> frozenset[str] | None:
             data = handle.read(MAXIMUM_SPEC_BYTES + 1)
         if len(data) > MAXIMUM_SPEC_BYTES:
             return None
-        documents: list[Any] = list(YAML(typ="safe", pure=True).load_all(data.decode("utf-8")))
+        documents: list[Any] = read_documents(data.decode("utf-8"))
     except Exception:
         return None
     names = set()

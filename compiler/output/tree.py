@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from tfcompile.compiler.objects.compile import KUSTOMIZATION_FILE, CompiledJob
 from tfcompile.compiler.output.errors import OutputEnvironmentError, OutputRefused, shown
+from tfcompile.compiler.output.generated_mark import KUSTOMIZATION_FILE
+from tfcompile.compiler.output.job_files import CompiledJob
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.ownership import (
     JobDirectory,

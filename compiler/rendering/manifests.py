@@ -2,28 +2,18 @@
 
 Everything that judges the rendered output (validation, the local runner) works on the same plain
 `dict` form the API server would receive as JSON, so YAML types that JSON lacks (timestamps,
-binary) are turned into strings here once. The text is read with ruamel's safe loader, whose C
-parser (ruamel.yaml.clib) reads a 2,000-task job in milliseconds where the pure one takes a
-large part of a second; both read YAML 1.2 the same way.
-
-One difference from YAML 1.2 is Kubernetes' own: its Go tools (kustomize, kubectl, the API
-server's YAML decoder) read a plain scalar that looks like a float but overflows one
-(`459292e26177`, a digest) as a string, and so kustomize writes it unquoted. It is read here as
-they read it, not as infinity.
+binary) are turned into strings here once. `yaml_input.read_manifests` reads the text (with
+libyaml, and overflowing floats as Kubernetes' Go tools read them).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime
-import math
 from collections.abc import Iterable
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.constructor import SafeConstructor
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.nodes import ScalarNode
+from tfcompile.compiler.yaml_input import YamlInputError, read_manifests
 
 from .kustomize import RenderingError
 
@@ -34,32 +24,15 @@ class ManifestError(RenderingError):
     """Rendered text that is not a list of Kubernetes objects."""
 
 
-class KubernetesConstructor(SafeConstructor):
-    """The safe constructor, reading an overflowing plain float as Kubernetes' Go tools do."""
-
-    def construct_yaml_float(self, node: ScalarNode) -> Any:
-        value = super().construct_yaml_float(node)
-        spelled = str(node.value).lstrip("+-").lower()
-        if isinstance(value, float) and math.isinf(value) and spelled != ".inf":
-            return str(node.value)
-        return value
-
-
-KubernetesConstructor.add_constructor(
-    "tag:yaml.org,2002:float", KubernetesConstructor.construct_yaml_float)
-
-
 def parse_manifests(text: str, source: str = "rendered manifests") -> list[KubernetesObject]:
     """Every non-empty YAML document of `text`, in order, as a JSON-compatible dict.
 
     Raises `ManifestError` (naming `source`) for invalid YAML or a document that is not an object
     with `apiVersion`, `kind` and `metadata.name`.
     """
-    loader = YAML(typ="safe")
-    loader.Constructor = KubernetesConstructor
     try:
-        documents = list(loader.load_all(text))
-    except YAMLError as failure:
+        documents = read_manifests(text)
+    except YamlInputError as failure:
         raise ManifestError(f"{source}: not valid YAML: {failure}") from None
     objects: list[KubernetesObject] = []
     for position, document in enumerate(documents, start=1):

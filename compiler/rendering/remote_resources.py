@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+from tfcompile.compiler.yaml_input import YamlInputError, read_document
 
 KUSTOMIZATION_FILE_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
@@ -118,8 +117,8 @@ def _kustomization_file(directory: Path) -> Path | None:
 
 def _load(path: Path) -> dict[str, Any] | None:
     try:
-        content = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, YAMLError):
+        content = read_document(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YamlInputError):
         return None
     return content if isinstance(content, dict) else None
 

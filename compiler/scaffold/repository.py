@@ -14,8 +14,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
-from tfcompile.compiler.checking.validation.kubeconform_schemas import kubeconform_version
-from tfcompile.compiler.checking.validation.versions import DEFAULT_KUBERNETES_VERSION
+from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 from tfcompile.spec.schema import schema_text
 
 FILES = {

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
+from tfcompile.compiler.yaml_input import read_document
 
 REQUEST_TIMEOUT_SECONDS = 30.0
 MERGE_PATCH = "application/merge-patch+json"
@@ -66,7 +66,7 @@ class ApiClient:
 
     @classmethod
     def from_kubeconfig(cls, path: Path) -> ApiClient:
-        config = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+        config = read_document(path.read_text(encoding="utf-8"))
         context_name = config.get("current-context")
         context = _named(config.get("contexts") or [], context_name, "context")
         cluster = _named(config.get("clusters") or [], context["cluster"], "cluster")

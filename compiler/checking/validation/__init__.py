@@ -1,13 +1,14 @@
 """Check compiled output as a cluster would receive it: render, then schemas and topology."""
 
-from .report import Prerequisite, Problem, ValidationReport
-from .validator import validate, validate_rendered
-from .versions import (
+from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
     KubernetesVersionError,
     known_versions,
 )
+
+from .report import Prerequisite, Problem, ValidationReport
+from .validator import validate, validate_rendered
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION",

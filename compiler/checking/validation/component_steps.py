@@ -24,13 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
 from tfcompile.compiler.output.generated_mark import GENERATED_MARK
 from tfcompile.compiler.rendering.kustomize import RenderingError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, parse_manifests
 from tfcompile.compiler.rendering.remote_resources import KUSTOMIZATION_FILE_NAMES
+from tfcompile.compiler.yaml_input import YamlInputError, read_document
 
 # Entries that may name a kustomization directory outside the directory (kept pointing at it
 # from the copy); files must lie inside it, and are copied with it.
@@ -76,10 +74,8 @@ def kustomization_with_components(directory: Path) -> Kustomization | None:
                 text = path.read_text(encoding="utf-8")
                 if "components" not in text:
                     return None  # the common case, without parsing
-                # Written by people: the pure parser reads what Kustomize reads (libyaml
-                # refuses `image: a:1` inside a flow mapping).
-                document = YAML(typ="safe", pure=True).load(text)
-            except (OSError, YAMLError, UnicodeDecodeError):
+                document = read_document(text)  # written by people
+            except (OSError, YamlInputError, UnicodeDecodeError):
                 return None
             if not isinstance(document, dict):
                 return None

@@ -12,7 +12,8 @@ under `$defs`, no `$id` to resolve against), so that
 checks offline against exactly what `validate` checks. It lives beside `versions` so both
 read one source of schemas; tfcompile itself never runs kubeconform.
 
-    python -m tfcompile.compiler.checking.validation.kubeconform_schemas [DIRECTORY] [--kubernetes-version V]
+    python -m tfcompile.compiler.checking.validation.kubeconform_schemas [DIRECTORY] \
+        [--kubernetes-version V]
 
 prepares the versions asked for (default: the default version) under DIRECTORY (default: the
 user's cache directory) and prints the `-schema-location` argument. Prepared versions are kept:
@@ -34,7 +35,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from .versions import DEFAULT_KUBERNETES_VERSION, normalize_version, schema_directory
+from tfcompile.compiler.kubernetes_versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    normalize_version,
+    schema_directory,
+)
 
 SCHEMA_FILE_TEMPLATE = (
     "{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/"
@@ -57,11 +62,6 @@ def default_cache_directory() -> Path:
     """`$XDG_CACHE_HOME/tfcompile/kubeconform-schemas`, or under `~/.cache`."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "tfcompile" / "kubeconform-schemas"
-
-
-def kubeconform_version(kubernetes_version: str) -> str:
-    """The `-kubernetes-version` kubeconform needs for a minor version: `1.33` -> `1.33.0`."""
-    return _source_version(schema_directory(kubernetes_version)).removeprefix("v")
 
 
 def prepare(cache_directory: Path, kubernetes_versions: Iterable[str]) -> Path:

@@ -22,10 +22,10 @@ from jsonschema.exceptions import (  # type: ignore[import-untyped, unused-ignor
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
+from tfcompile.compiler.kubernetes_versions import normalize_version, schema_directory
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
 from .report import Problem
-from .versions import normalize_version, schema_directory
 
 _MESSAGE_LIMIT = 300
 

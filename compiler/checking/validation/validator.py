@@ -11,6 +11,11 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from tfcompile.compiler.kubernetes_versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    normalize_version,
+    schema_directory,
+)
 from tfcompile.compiler.rendering.kustomize import RemoteResourceError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
 from tfcompile.compiler.rendering.pods import pods_of
@@ -30,7 +35,6 @@ from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
 from .topology import topology_problems
-from .versions import DEFAULT_KUBERNETES_VERSION, normalize_version, schema_directory
 from .workload_rules import workload_problems
 
 # Kubelets from 1.32 on take every envFrom key (RelaxedEnvironmentVariableValidation); older
