@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,9 +23,7 @@ from tfcompile.spec.problems import SpecError, UnreadableInput
 from .kubernetes_versions import DEFAULT_KUBERNETES_VERSION, OLDEST_KUBERNETES_VERSION
 
 if TYPE_CHECKING:
-    from tfcompile.compiler.output.build_record import BuildSettings, Reusable
-    from tfcompile.compiler.output.location import OutputLocation
-    from tfcompile.compiler.output.tree import Plan
+    from tfcompile.compiler.output.build import Prune
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,103 +31,53 @@ EXIT_USAGE = 2
 
 
 def _build(arguments: argparse.Namespace) -> int:
-    from tfcompile.compiler.output.build_record import (
-        BuildSettings,
-        cache_directory,
-        environment_digest,
-        read_record,
-        reusable,
-        up_to_date,
-    )
-    from tfcompile.compiler.output.lock import locked
+    from tfcompile.compiler.output.build import BuildSettings, Result, build
 
     settings = BuildSettings(
         inputs=[Path(p) for p in arguments.paths] or [Path(".")],
         output=Path(arguments.output),
         overlays=Path(arguments.overlays),
     )
-    with locked(settings.output, exclusive=not arguments.check) as location:
-        # Specs are read under the lock too: of two builds at once, the later sees the newer.
-        # Without a place for records, none is read or written: the digest would go unused.
-        environment = environment_digest() if cache_directory() is not None else ""
-        if arguments.check:  # only compiling shows that the output is current: no record
-            return _full_build(arguments, settings, environment, {}, location)
-        record, note = read_record(settings, environment)
-        if note is not None:
-            print(f"tfcompile: note: {note}; building without it", file=sys.stderr)
-        unchanged = reusable(settings, record, location)
-        current = up_to_date(settings, unchanged, location)
-        if current is not None:  # nothing changed since the recorded build: no spec is loaded
-            print(f"tfcompile: built {current} job(s) into {settings.output} "
-                  "(0 file(s) changed)", file=sys.stderr)
-            return EXIT_OK
-        return _full_build(arguments, settings, environment, unchanged, location)
+    outcome = build(settings, check=arguments.check, allow_recreate=arguments.allow_recreate)
+    for note in outcome.notes:
+        print(f"tfcompile: note: {note}", file=sys.stderr)
+    if outcome.result is Result.NO_JOBS:
+        from tfcompile.spec.loading import display_path
 
-
-def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environment: str,
-                unchanged: Mapping[Path, Reusable], location: OutputLocation) -> int:
-    """Load and compile every job (those `unchanged` are read from the output tree instead),
-    plan the output tree (under its lock), then write or check."""
-    from tfcompile.compiler.output.build import build_plan, compile_inputs
-    from tfcompile.compiler.output.build_record import save
-    from tfcompile.compiler.output.immutable_fields import immutable_changes
-    from tfcompile.compiler.output.tree import write
-    from tfcompile.spec.loading import display_path
-
-    compilation = compile_inputs(settings, unchanged, location.real)
-    changes = build_plan(settings, location, compilation)
-    if not compilation.jobs and not changes.prunes:
-        shown = ", ".join(display_path(path) for path in settings.inputs)
+        shown = ", ".join(display_path(path) for path in outcome.inputs)
         print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
               f"and nothing to prune in {settings.output}", file=sys.stderr)
         return EXIT_OK
-    refused = [] if arguments.allow_recreate else immutable_changes(changes)
-    for change in refused:
-        print(f"tfcompile: {change.explain()}", file=sys.stderr)
-    if refused:
+    if outcome.result is Result.REFUSED:
+        for refusal in outcome.refusals:
+            print(f"tfcompile: {refusal}", file=sys.stderr)
         print("tfcompile: nothing was written", file=sys.stderr)
         return EXIT_FAILED
-    outputs = {job.name: job.files for job in compilation.jobs}
-    if arguments.check:
-        status = _report_check(settings, changes)
-        if status == EXIT_OK:
-            save(settings, environment, compilation.specs, compilation.inputs, outputs,
-                 location)
-        return status
-    changed = write(changes)
-    save(settings, environment, compilation.specs, compilation.inputs, outputs, location)
-    _report_prunes(changes, "pruned")
+    if outcome.result is Result.UP_TO_DATE:
+        print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
+        return EXIT_OK
+    if outcome.result is Result.STALE:
+        sys.stdout.write(outcome.difference)
+        _report_prunes(outcome.prunes, "would prune")
+        print(
+            f"tfcompile: {settings.output} is stale ({outcome.changed_files} files differ); "
+            "run `tfcompile build` and commit the result",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    _report_prunes(outcome.prunes, "pruned")
     print(
-        f"tfcompile: built {len(compilation.jobs)} job(s) into {settings.output} "
-        f"({len(changed)} file(s) changed)",
+        f"tfcompile: built {outcome.jobs} job(s) into {settings.output} "
+        f"({outcome.changed_files} file(s) changed)",
         file=sys.stderr,
     )
     return EXIT_OK
 
 
-def _report_prunes(changes: Plan, verb: str) -> None:
-    for prune in changes.prunes:
-        kept = changes.kept.get(prune.job, [])
-        also = f"; kept what tfcompile did not write: {', '.join(kept)}" if kept else ""
-        print(f"tfcompile: {verb} {changes.output / prune.job} ({prune.reason}){also}",
-              file=sys.stderr)
-
-
-def _report_check(settings: BuildSettings, changes: Plan) -> int:
-    from tfcompile.compiler.output.tree import unified_diff
-
-    difference = unified_diff(changes)
-    if not difference:
-        print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
-        return EXIT_OK
-    sys.stdout.write(difference)
-    _report_prunes(changes, "would prune")
-    print(
-        f"tfcompile: {settings.output} is stale ({len(changes.changed)} files differ); "
-        "run `tfcompile build` and commit the result",
-        file=sys.stderr,
-    )
-    return EXIT_FAILED
+def _report_prunes(prunes: Sequence[Prune], verb: str) -> None:
+    for prune in prunes:
+        also = f"; kept what tfcompile did not write: {', '.join(prune.kept)}" if prune.kept else ""
+        print(f"tfcompile: {verb} {prune.directory} ({prune.reason}){also}", file=sys.stderr)
 
 
 def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
@@ -201,7 +149,7 @@ def _render(arguments: argparse.Namespace) -> int:
 
 
 def _init(arguments: argparse.Namespace) -> int:
-    from tfcompile.compiler.output.build import BuildSettings, build_plan
+    from tfcompile.compiler.output.compilation import BuildSettings, build_plan
     from tfcompile.compiler.output.lock import locked
     from tfcompile.compiler.output.tree import write
     from tfcompile.compiler.scaffold.installation import InstallationError, tfcompile_requirement

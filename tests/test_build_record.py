@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result, job_text
-from tfcompile.compiler.output import build, build_record
+from tfcompile.compiler.output import build_record
+from tfcompile.compiler.output import compilation as build
 from tfcompile.compiler.output.location import OutputLocation
 
 JOB_A = job_text("alpha", script="train.py", command=None, spec_lines="overlays: [debug]")
@@ -116,7 +117,7 @@ def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
 
     first, modules = run()
     assert first.returncode == 0, first.stderr
-    assert {"pydantic", "ruamel.yaml", "tfcompile.compiler.output.build"} <= modules
+    assert {"pydantic", "ruamel.yaml", "tfcompile.compiler.output.compilation"} <= modules
     before = _tree(repository / "output")
     for extra, said, light in [
             ((), "tfcompile: built 2 job(s) into output (0 file(s) changed)", True),
@@ -128,7 +129,7 @@ def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
         loaded = sorted(module for module in modules
                         if module.split(".")[0] in {"pydantic", "pydantic_core", "ruamel"}
                         or module in {"tfcompile.spec.loading", "tfcompile.spec.models",
-                                      "tfcompile.compiler.output.build",
+                                      "tfcompile.compiler.output.compilation",
                                       "tfcompile.compiler.objects.compile"})
         if light:
             assert loaded == []

@@ -36,7 +36,8 @@ import pytest
 
 from tests.conftest import Result, job_text
 from tests.test_output_links import snapshot
-from tfcompile.compiler.output import build, build_record
+from tfcompile.compiler.output import build_record
+from tfcompile.compiler.output import compilation as build
 from tfcompile.compiler.output.job_files import CompiledJob
 from tfcompile.compiler.output.record_format import (
     MAXIMUM_RECORD_BYTES,

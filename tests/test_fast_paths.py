@@ -423,7 +423,7 @@ def test_a_builds_memory_does_not_hold_its_jobs_texts(tmp_path: Path) -> None:
     """What keeps memory flat in the number of jobs: compiled texts wait in a temporary file,
     so what a compilation holds per job (names of files, not their text) is a small part of
     the job's output."""
-    from tfcompile.compiler.output.build import BuildSettings, compile_inputs
+    from tfcompile.compiler.output.compilation import BuildSettings, compile_inputs
 
     example = EXAMPLES / "parameter-server"
     template = (example / "job.yaml").read_text(encoding="utf-8")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.objects.labels import ROLE_LABEL
-from tfcompile.compiler.output.build import BuildSettings, compile_all
+from tfcompile.compiler.output.compilation import BuildSettings, compile_all
 from tfcompile.compiler.output.lock import locked
 from tfcompile.compiler.output.tree import plan, write
 

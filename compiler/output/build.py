@@ -1,178 +1,133 @@
-"""`tfcompile build`: find job files, load them, compile them, and plan the output tree.
+"""`tfcompile build` as a function: lock the tree, use or ignore the record, compile, plan,
+refuse what must not be written, then write or check; it returns what happened and prints
+nothing (the command line words it).
 
-This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
-output directory so that the generated kustomizations work wherever the repository is cloned,
-and it tells the planner which spec file defines which jobs, so that pruning goes by source.
+What it loads depends on what it finds: an up-to-date record (a plain build, not `--check`)
+answers without importing the spec models or any YAML library, so those are imported only
+on the path that needs them.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tfcompile.compiler.output.job_files import CompiledJob, compile_job
-from tfcompile.compiler.output.location import OutputLocation
-from tfcompile.compiler.output.tree import Plan, plan
-from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
-from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
+from .build_record import BuildSettings
 
-from .build_record import (
-    KUSTOMIZATION_NAMES,
-    BuildSettings,
-    JobInput,
-    Reusable,
-    SpecInput,
-    available_overlays,
-    script_digest,
-)
-from .text_spool import TextSpool
+if TYPE_CHECKING:
+    from .build_record import Reusable
+    from .location import OutputLocation
 
-__all__ = ["KUSTOMIZATION_NAMES", "BuildSettings", "Compilation", "available_overlays",
-           "build_plan", "compile_all", "compile_inputs"]
+__all__ = ["BuildOutcome", "BuildSettings", "Prune", "Result", "build"]
 
 
-def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
-    problems = []
-    for index, name in enumerate(loaded.job.spec.overlays):
-        if name not in available:
-            known = ", ".join(available) if available else "none"
-            problems.append(
-                Problem(
-                    ("spec", "overlays", index),
-                    f"no Kustomize Component {display_path(overlays / name)}/kustomization.yaml; "
-                    f"overlays available there: {known}",
-                )
-            )
-    return problems
+class Result(Enum):
+    """How a build ended."""
 
-
-def _relative(target: Path, start: str) -> str:
-    """`target` (resolved) relative to `start`, a path without links."""
-    return Path(os.path.relpath(target.resolve(), start)).as_posix()
+    BUILT = "built"
+    """The output now holds what the specs compile to (written, or already so)."""
+    UP_TO_DATE = "up to date"
+    """`--check`: the output holds what the specs compile to."""
+    STALE = "stale"
+    """`--check`: the output differs; `difference` says how."""
+    REFUSED = "refused"
+    """A StatefulSet would change a field the API server refuses to change; nothing written."""
+    NO_JOBS = "no jobs"
+    """The inputs define no job and no job directory is to be pruned."""
 
 
 @dataclass(frozen=True)
-class Compilation:
-    """The compiled jobs, and for every spec file read (resolved) the jobs it defines; what
-    was read, for the up-to-date record (`build_record`)."""
+class Prune:
+    """A job directory that goes (or would go) with the reason, and the files kept in it."""
 
-    jobs: list[CompiledJob]
-    defined: dict[Path, frozenset[str]]
-    specs: list[SpecInput] = field(default_factory=list)
-    inputs: list[JobInput] = field(default_factory=list)
+    directory: Path
+    reason: str
+    kept: tuple[str, ...]
 
 
-def compile_inputs(settings: BuildSettings, reusable: Mapping[Path, Reusable] | None = None,
-                   output: str | None = None) -> Compilation:
-    """Compile every job found in the inputs, or raise one `SpecError` with every problem.
+@dataclass(frozen=True)
+class BuildOutcome:
+    """What a build did. `jobs` and `changed_files` count what was (or would be) written;
+    `notes` are things the user should know that did not stop the build (an ignored record);
+    `refusals` explain each immutable-field change; `difference` is `--check`'s unified diff."""
 
-    `output` is the output directory's path without links (`output_location`), from which
-    each job's kustomization names its spec and overlays; by default `settings.output`
-    resolved. The jobs of `reusable` spec files (by the up-to-date record,
-    `build_record.reusable`) are taken from the output tree instead of being loaded and
-    compiled; when one of their names is also defined by a file that is loaded, everything is
-    loaded, to report that as always. Which jobs a reused file defines is left out of
-    `Compilation.defined`: what is pruned is never decided by the record."""
-    found = list(dict.fromkeys(discover(settings.inputs)))
-    discovered = set(found)
-    reused = {path: item for path, item in (reusable or {}).items() if path in discovered}
-    real_output = output if output is not None else os.fspath(settings.output.resolve())
-    compilation = _compile_files(settings, found, reused, real_output)
-    if compilation is None:
-        compilation = _compile_files(settings, found, {}, real_output)
-    assert compilation is not None
-    return compilation
+    result: Result
+    jobs: int = 0
+    changed_files: int = 0
+    notes: tuple[str, ...] = ()
+    prunes: tuple[Prune, ...] = ()
+    refusals: tuple[str, ...] = ()
+    difference: str = ""
+    inputs: tuple[Path, ...] = field(default_factory=tuple)
 
 
-def _compile_files(settings: BuildSettings, found: Sequence[Path],
-                   reused: Mapping[Path, Reusable], output: str) -> Compilation | None:
-    """Load and compile the files `found` one at a time, keeping of each job only its files
-    (in a `TextSpool`) and what the record needs, so that memory does not grow with the number
-    of jobs. Problems are reported as if every file were loaded first: those of loading (all
-    files, then names defined twice), or else those of compiling. None when a loaded job has
-    the name of a `reused` one."""
-    reused_names = {name for item in reused.values() for name in item.spec.jobs}
-    available = available_overlays(settings.overlays)
-    spool = TextSpool()
-    load_problems = [LocatedProblem(Location(display_path(path), 1, 1), (),
-                                    "no such file or directory")
-                     for path in settings.inputs if not path.exists()]
-    twice: list[LocatedProblem] = []
-    compile_problems: list[LocatedProblem] = []
-    first: dict[str, Location] = {}
-    compiled: list[CompiledJob] = []
-    defined: dict[Path, set[str]] = {}
-    specs: dict[Path, SpecInput] = {}
-    inputs: list[JobInput] = []
-    for path in found:
-        if path in reused:
-            continue
-        try:
-            loaded = load_jobs(path)
-        except SpecError as error:
-            load_problems.extend(error.problems)
-            continue
-        for job in loaded:
-            name = job.job.metadata.name
-            if name in reused_names:
-                return None
-            if name in first:
-                twice.append(job.locate(Problem(
-                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}; each "
-                    "job needs its own name (it names the output directory)")))
-                continue
-            first[name] = job.locations.locate(("metadata", "name"))
-            defined.setdefault(job.source.resolve(), set()).add(name)
-            known = specs.get(job.source)
-            specs[job.source] = SpecInput(job.source, job.source_digest,
-                                          (*known.jobs, name) if known else (name,))
-            inputs.append(JobInput(name, job.source, job.job.spec.script,
-                                   script_digest(job.script), tuple(job.job.spec.overlays)))
-            if load_problems or twice:
-                continue  # only the problems of loading will be reported: compile nothing
-            result = _compile(settings, job, available, compile_problems, output)
-            if result is not None and not compile_problems:
-                compiled.append(CompiledJob(result.name, [], spool.keep(result.files)))
-    if load_problems or twice:
-        raise SpecError([*load_problems, *twice])
-    if compile_problems:
-        raise SpecError(compile_problems)
-    for path, item in reused.items():
-        specs[path] = item.spec
-        inputs.extend(item.jobs)
-        compiled.extend(CompiledJob(name, [], files) for name, files in item.outputs.items())
-    return Compilation(sorted(compiled, key=lambda job: job.name),
-                       {path: frozenset(names) for path, names in defined.items()},
-                       list(specs.values()), inputs)
+def build(settings: BuildSettings, *, check: bool = False,
+          allow_recreate: bool = False) -> BuildOutcome:
+    """Build (or with `check`, compare) the output tree of `settings`. Raises `SpecError` for
+    problems in the specs, `OutputRefused` for a tree tfcompile will not touch, and
+    `OutputEnvironmentError` when the machine refuses."""
+    from .build_record import (
+        cache_directory,
+        environment_digest,
+        read_record,
+        reusable,
+        up_to_date,
+    )
+    from .lock import locked
+
+    with locked(settings.output, exclusive=not check) as location:
+        # Specs are read under the lock too: of two builds at once, the later sees the newer.
+        # Without a place for records, none is read or written: the digest would go unused.
+        environment = environment_digest() if cache_directory() is not None else ""
+        if check:  # only compiling shows that the output is current: no record
+            return _full_build(settings, environment, {}, location, check=True,
+                               allow_recreate=allow_recreate, notes=())
+        record, note = read_record(settings, environment)
+        notes = () if note is None else (f"{note}; building without it",)
+        unchanged = reusable(settings, record, location)
+        current = up_to_date(settings, unchanged, location)
+        if current is not None:  # nothing changed since the recorded build: no spec is loaded
+            return BuildOutcome(Result.BUILT, jobs=current, notes=notes)
+        return _full_build(settings, environment, unchanged, location, check=False,
+                           allow_recreate=allow_recreate, notes=notes)
 
 
-def _compile(settings: BuildSettings, job: LoadedJob, available: list[str],
-             problems: list[LocatedProblem], output: str) -> CompiledJob | None:
-    """One job compiled, or None with its problems added to `problems`."""
-    overlay_problems = _check_overlays(job, available, settings.overlays)
-    if overlay_problems:
-        problems.extend(job.locate(problem) for problem in overlay_problems)
-        return None
-    directory = os.path.join(output, job.job.metadata.name)
-    components = [_relative(settings.overlays / name, directory)
-                  for name in job.job.spec.overlays]
-    try:
-        return compile_job(job, _relative(job.source, directory), components)
-    except SpecError as error:
-        problems.extend(error.problems)
-        return None
+def _full_build(settings: BuildSettings, environment: str, unchanged: Mapping[Path, Reusable],
+                location: OutputLocation, *, check: bool, allow_recreate: bool,
+                notes: tuple[str, ...]) -> BuildOutcome:
+    """Load and compile every job (those `unchanged` are read from the output tree instead),
+    plan the output tree (under its lock), then write or check."""
+    from .build_record import save
+    from .compilation import build_plan, compile_inputs
+    from .immutable_fields import immutable_changes
+    from .tree import write
 
+    compilation = compile_inputs(settings, unchanged, location.real)
+    changes = build_plan(settings, location, compilation)
+    prunes = tuple(Prune(changes.output / prune.job, prune.reason,
+                         tuple(changes.kept.get(prune.job, [])))
+                   for prune in changes.prunes)
+    if not compilation.jobs and not changes.prunes:
+        return BuildOutcome(Result.NO_JOBS, notes=notes, inputs=tuple(settings.inputs))
+    refused = [] if allow_recreate else immutable_changes(changes)
+    if refused:
+        return BuildOutcome(Result.REFUSED, notes=notes,
+                            refusals=tuple(change.explain() for change in refused))
+    outputs = {job.name: job.files for job in compilation.jobs}
+    if check:
+        from .tree import unified_diff
 
-def compile_all(settings: BuildSettings) -> list[CompiledJob]:
-    """Compile every job found in the inputs, or raise one `SpecError` with every problem."""
-    return compile_inputs(settings).jobs
-
-
-def build_plan(settings: BuildSettings, location: OutputLocation,
-               compilation: Compilation | None = None) -> Plan:
-    """The plan for the output tree at `location` as it is now (`output_lock.locked` gives
-    it, under the tree's lock)."""
-    compilation = compilation or compile_inputs(settings, output=location.real)
-    return plan(location, compilation.jobs, compilation.defined)
+        difference = unified_diff(changes)
+        if difference:
+            return BuildOutcome(Result.STALE, jobs=len(compilation.jobs),
+                                changed_files=len(changes.changed), notes=notes,
+                                prunes=prunes, difference=difference)
+        save(settings, environment, compilation.specs, compilation.inputs, outputs, location)
+        return BuildOutcome(Result.UP_TO_DATE, jobs=len(compilation.jobs), notes=notes)
+    changed = write(changes)
+    save(settings, environment, compilation.specs, compilation.inputs, outputs, location)
+    return BuildOutcome(Result.BUILT, jobs=len(compilation.jobs), changed_files=len(changed),
+                        notes=notes, prunes=prunes)
