@@ -43,16 +43,19 @@ node_name=tfcompile-node
 say() { echo "control-plane: $*" >&2; }
 fail() { say "$*"; exit 1; }
 
+# shellcheck source=go-modules.sh
+source "$repository/scripts/go-modules.sh"
+# shellcheck source=gitops.sh
+source "$repository/scripts/gitops.sh"
+
 release() {
-  awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod"
+  go_module_version "$module" k8s.io/kubernetes
 }
 
 # The build directory is named after the release and a digest of the wrapper's own files, so a
 # changed wrapper builds again and two releases live side by side.
 build_directory() {
-  local digest
-  digest=$(cd "$module" && cat go.mod go.sum cmd/*/main.go | sha256sum | cut -c1-12)
-  echo "${TFCOMPILE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfcompile/control-plane}/$(release)-$digest"
+  echo "${TFCOMPILE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfcompile/control-plane}/$(release)-$(go_module_digest "$module")"
 }
 
 # Where component $1 comes from: a prebuilt directory when it has it, else the build directory.
@@ -67,7 +70,7 @@ binary_of() {
   echo "$(build_directory)/bin/$1"
 }
 
-build() {
+build_control_plane() {
   local missing=() component
   for component in "${components[@]}"; do
     [ -x "$(binary_of "$component")" ] || missing+=("$component")
@@ -76,37 +79,37 @@ build() {
   command -v go >/dev/null || fail "Go is needed to build ${missing[*]} from source (Go $(
     awk '$1 == "go" { print $2 }' "$module/go.mod") or newer: https://go.dev/dl/), or set \
 TFCOMPILE_CONTROL_PLANE_BINARIES to a directory with prebuilt ${components[*]}"
-  local target version
-  target=$(build_directory)
+  local version flags="-s -w" package minor entries=()
   version=$(release)
-  mkdir -p "$target"
-  # One build at a time per release; a second caller waits, then finds the binaries.
-  exec 9>"$target/.lock"
-  flock 9
-  local packages=()
-  for component in "${missing[@]}"; do
-    [ -x "$target/bin/$component" ] || packages+=("./cmd/$component")
+  minor=${version#v1.}
+  minor=${minor%%.*}
+  # What Kubernetes' own build stamps, so `kubectl version` and the API report the release.
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
+    flags+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
   done
-  if [ ${#packages[@]} -gt 0 ]; then
-    say "building ${packages[*]#./cmd/} of Kubernetes $version from source (first time only; \
-about 15 minutes on two cores)"
-    local flags="-s -w" package minor=${version#v1.}
-    minor=${minor%%.*}
-    # What Kubernetes' own build stamps, so `kubectl version` and the API report the release.
-    for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      flags+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
-      flags+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
-    done
-    rm -rf "$target/bin.partial"
-    mkdir -p "$target/bin.partial" "$target/bin"
-    local started=$SECONDS
-    (cd "$module" && GOFLAGS=-mod=readonly nice go build -trimpath -ldflags="$flags" \
-      -o "$target/bin.partial/" "${packages[@]}")
-    mv "$target/bin.partial/"* "$target/bin/"
-    rmdir "$target/bin.partial"
-    say "built in $((SECONDS - started)) s into $target/bin"
+  for component in "${missing[@]}"; do
+    entries+=("$component=./cmd/$component")
+  done
+  say "building ${missing[*]} of Kubernetes $version from source if not built yet (first time \
+only; about 15 minutes on two cores)"
+  GO_MODULE_LDFLAGS=$flags go_module_build "$module" "$(build_directory)" "${entries[@]}"
+}
+
+# The control plane, and with `--gitops TOOLS` the GitOps controllers too.
+build() {
+  local gitops=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --gitops) [ $# -ge 2 ] || fail "build: --gitops needs argocd, flux or both"
+        gitops=$2; shift 2 ;;
+      *) fail "build: unknown option $1 (usage: $0 build [--gitops argocd|flux|both])" ;;
+    esac
+  done
+  build_control_plane
+  if [ -n "$gitops" ]; then
+    build_gitops "$gitops"
   fi
-  exec 9>&-
 }
 
 free_ports() {
@@ -407,6 +410,7 @@ down() {
 case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
-  build) build ;;
-  *) echo "usage: $0 up [--node] | down | build" >&2; exit 2 ;;
+  build) shift; build "$@" ;;
+  *) echo "usage: $0 up [--node] [--gitops argocd|flux|both] | down | build [--gitops \
+argocd|flux|both]" >&2; exit 2 ;;
 esac
