@@ -213,11 +213,13 @@ the end of its log:"
 }
 
 up() {
-  local with_node=false
+  local with_node=false gitops=""
   while [ $# -gt 0 ]; do
     case $1 in
       --node) with_node=true; shift ;;
-      *) fail "up: unknown option $1 (usage: $0 up [--node])" ;;
+      --gitops) [ $# -ge 2 ] || fail "up: --gitops needs argocd, flux or both"
+        gitops=$2; gitops_tools "$gitops" >/dev/null; shift 2 ;;
+      *) fail "up: unknown option $1 (usage: $0 up [--node] [--gitops argocd|flux|both])" ;;
     esac
   done
   if $with_node; then
@@ -239,7 +241,11 @@ directory"
   for tool in openssl curl python3 setsid; do
     command -v "$tool" >/dev/null || fail "$tool is needed on PATH"
   done
-  build
+  if [ -n "$gitops" ]; then
+    build --gitops "$gitops"
+  else
+    build
+  fi
   local started=$SECONDS
   mkdir -p "$run_directory"/{logs,pids,etcd}
   touch "$run_directory/$marker"
@@ -308,10 +314,17 @@ directory"
   if $with_node; then
     start_node
   fi
+  local exports=""
+  if [ -n "$gitops" ]; then
+    exports=$(start_gitops "$gitops")
+  fi
   say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://127.0.0.1:$apiserver_port \
 (run \`$0 down\` to stop it)"
   trap - EXIT
   echo "export KUBECONFIG=$run_directory/admin.kubeconfig"
+  if [ -n "$exports" ]; then
+    echo "$exports"
+  fi
 }
 
 # The local node: its own credentials (a kubelet's identity, so the Node authorizer and
@@ -378,7 +391,9 @@ EOF
 # the run directory (a recycled pid of another program is left alone).
 stop_all() {
   local pid_file pid name pids=()
-  for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for name in argocd-application-controller argocd-applicationset-controller \
+      argocd-repo-server redis kustomize-controller source-controller git-server node-agent \
+      kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pid_file="$run_directory/pids/$name"
     [ -f "$pid_file" ] || continue
     pid=$(cat "$pid_file")
