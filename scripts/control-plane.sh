@@ -8,8 +8,14 @@
 #                                    (`python3 -m tfcompile.compiler.node_agent`, needs root):
 #                                    the pods bound to it run as local processes (see README.md,
 #                                    "A local node")
+#   scripts/control-plane.sh up [--node] --gitops argocd|flux|both
+#                                    also a git server over smart HTTP and, out of cluster,
+#                                    Argo CD (namespace argocd) and/or Flux (flux-system);
+#                                    prints `export TFCOMPILE_GIT_ROOT=...` (a bare repository
+#                                    made there as NAME.git is served) and `export
+#                                    TFCOMPILE_GIT_URL=...` (its base URL, push allowed) too
 #   scripts/control-plane.sh down    stop them and remove everything they wrote
-#   scripts/control-plane.sh build   only build the binaries
+#   scripts/control-plane.sh build [--gitops argocd|flux|both]   only build the binaries
 #
 # Without --node there is no node: the scheduler finds nowhere to place pods, so they stay
 # Pending. That is enough to see what the API server accepts and what the controllers create.
@@ -24,6 +30,8 @@
 #                                  logs (default: $TMPDIR/tfcompile-control-plane); `down` removes it
 #   TFCOMPILE_CONTROL_PLANE_CACHE  where built binaries are kept
 #                                  (default: $XDG_CACHE_HOME/tfcompile/control-plane)
+#   TFCOMPILE_GITOPS_CACHE         where the GitOps controllers are kept
+#                                  (default: $XDG_CACHE_HOME/tfcompile/gitops); see gitops.sh
 #   TFCOMPILE_CONTROL_PLANE_TIMEOUT  seconds to wait for health (default: 180)
 #   TFCOMPILE_NODE_PYTHON          the Python that runs the node agent and, through it, the pods'
 #                                  `python` (default: python3 on PATH; it must have tfcompile)
