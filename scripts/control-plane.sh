@@ -99,9 +99,9 @@ TFCOMPILE_CONTROL_PLANE_BINARIES to a directory with prebuilt ${components[*]}"
   for component in "${missing[@]}"; do
     entries+=("$component=./cmd/$component")
   done
-  say "building ${missing[*]} of Kubernetes $version from source if not built yet (first time \
-only; about 15 minutes on two cores)"
-  GO_MODULE_LDFLAGS=$flags go_module_build "$module" "$(build_directory)" "${entries[@]}"
+  GO_MODULE_ANNOUNCE="building ${missing[*]} of Kubernetes $version from source (first time \
+only; about 15 minutes on two cores)" GO_MODULE_LDFLAGS=$flags \
+    go_module_build "$module" "$(build_directory)" "${entries[@]}"
 }
 
 # The control plane, and with `--gitops TOOLS` the GitOps controllers too.

@@ -47,18 +47,19 @@ build_gitops() {  # argocd | flux | both
   for tool in $(gitops_tools "$1"); do
     case $tool in
       flux)
-        say "building Flux $(gitops_tool_release flux) from source if not built yet (first \
-time only; about 12 minutes on two cores)"
-        go_module_build "$gitops_modules/flux" "$(gitops_tool_directory flux)" \
+        GO_MODULE_ANNOUNCE="building Flux $(gitops_tool_release flux) from source (first time \
+only; about 10 minutes of CPU, 1.9 GB of memory)" \
+          go_module_build "$gitops_modules/flux" "$(gitops_tool_directory flux)" \
           source-controller=github.com/fluxcd/source-controller \
           kustomize-controller=github.com/fluxcd/kustomize-controller ;;
       argo-cd)
-        say "building Argo CD $(gitops_tool_release argo-cd) from source if not built yet \
-(first time only; about 15 minutes on two cores)"
-        go_module_build "$gitops_modules/argo-cd" "$(gitops_tool_directory argo-cd)" \
+        GO_MODULE_ANNOUNCE="building Argo CD $(gitops_tool_release argo-cd) from source (first \
+time only; about 11 minutes of CPU, 2.5 GB of memory)" \
+          go_module_build "$gitops_modules/argo-cd" "$(gitops_tool_directory argo-cd)" \
           argocd=github.com/argoproj/argo-cd/v3/cmd ;;
       kustomize)
-        go_module_build "$gitops_modules/kustomize" "$(gitops_tool_directory kustomize)" \
+        GO_MODULE_ANNOUNCE="building kustomize $(gitops_tool_release kustomize) from source" \
+          go_module_build "$gitops_modules/kustomize" "$(gitops_tool_directory kustomize)" \
           kustomize=sigs.k8s.io/kustomize/kustomize/v5 ;;
     esac
   done
@@ -173,7 +174,10 @@ start_argo_cd() {
       -f "$file" >/dev/null
   done
   admin_kubectl wait --for=condition=Established --timeout=60s crd --all >/dev/null
-  # argocd-server makes the project `default`; it does not run here.
+  # argocd-server makes its secret key (the webhook handlers need one) and the project
+  # `default`; it does not run here.
+  admin_kubectl -n argocd patch secret argocd-secret --type merge -p "{\"stringData\": \
+{\"server.secretkey\": \"$(openssl rand -hex 32)\"}}" >/dev/null
   admin_kubectl apply --server-side --field-manager=tfcompile-control-plane -f - \
     >/dev/null <<'YAML'
 apiVersion: argoproj.io/v1alpha1
@@ -207,24 +211,24 @@ CONF
   start argocd-repo-server "${argo_environment[@]}" ARGOCD_BINARY_NAME=argocd-repo-server \
     "$(link_binary argo-cd argocd argocd-repo-server)" \
     --port "$repo_port" --address 127.0.0.1 --metrics-port "$repo_metrics" \
-    --metrics-address 127.0.0.1 --redis "127.0.0.1:$redis_port" --disable-tls \
+    --metrics-address 127.0.0.1 --redis "127.0.0.1:$redis_port" \
     --revision-cache-expiration 5s --loglevel info
   start argocd-application-controller "${argo_environment[@]}" \
     ARGOCD_BINARY_NAME=argocd-application-controller \
     "$(link_binary argo-cd argocd argocd-application-controller)" \
-    --namespace argocd --repo-server "127.0.0.1:$repo_port" --repo-server-plaintext \
+    --namespace argocd --repo-server "127.0.0.1:$repo_port" \
     --redis "127.0.0.1:$redis_port" --metrics-port "$controller_metrics" \
     --app-resync 5 --app-resync-jitter 0 --loglevel info
   start argocd-applicationset-controller "${argo_environment[@]}" \
     ARGOCD_BINARY_NAME=argocd-applicationset-controller \
     "$(link_binary argo-cd argocd argocd-applicationset-controller)" \
     --namespace argocd --argocd-repo-server "127.0.0.1:$repo_port" \
-    --repo-server-plaintext --metrics-addr "127.0.0.1:$set_metrics" \
+    --metrics-addr "127.0.0.1:$set_metrics" \
     --probe-addr "127.0.0.1:$set_probe" --webhook-addr "127.0.0.1:$set_webhook" \
     --enable-leader-election=false --loglevel info
   wait_answers argocd-repo-server "http://127.0.0.1:$repo_metrics/metrics"
   wait_answers argocd-application-controller "http://127.0.0.1:$controller_metrics/metrics"
-  wait_healthy argocd-applicationset-controller "http://127.0.0.1:$set_probe/readyz"
+  wait_answers argocd-applicationset-controller "http://127.0.0.1:$set_probe/healthz"
 }
 
 start_gitops() {  # argocd | flux | both

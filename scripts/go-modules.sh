@@ -28,7 +28,8 @@ go_module_digest() {
 
 # go_module_build MODULE TARGET NAME=PACKAGE... — build each PACKAGE of MODULE (a directory) into
 # TARGET/bin/NAME unless it is there. One build at a time per TARGET (flock); a second caller
-# waits, then finds the binaries. Extra `go build` flags come from GO_MODULE_LDFLAGS; a module's
+# waits, then finds the binaries. GO_MODULE_ANNOUNCE is said before a build starts, `go build`'s
+# -ldflags come from GO_MODULE_LDFLAGS; a module's
 # `toolchain` line is honoured by asking for that toolchain (Go downloads it from the module
 # proxy the first time).
 go_module_build() {
@@ -51,6 +52,9 @@ go_module_build() {
     [ -x "$target/bin/${entry%%=*}" ] || packages+=("$entry")
   done
   if [ ${#packages[@]} -gt 0 ]; then
+    if [ -n "${GO_MODULE_ANNOUNCE:-}" ]; then
+      say "$GO_MODULE_ANNOUNCE"
+    fi
     rm -rf "$target/bin.partial"
     mkdir -p "$target/bin.partial" "$target/bin"
     local started=$SECONDS name package
