@@ -155,7 +155,8 @@ start_flux() {
 # Argo CD's repo-server, application-controller and applicationset-controller in namespace
 # argocd, with Redis, its CRDs and default settings from its module. The settings of the
 # tests: applications are compared every 5 s, and the repo-server keeps a branch's head for
-# 5 s (Argo CD's defaults: 120 s and 3 minutes).
+# 5 s (Argo CD's defaults: 120 s and 3 minutes); each resource's health (with the health
+# check's message) is kept in the Application's status, as before Argo CD 3.
 start_argo_cd() {
   command -v redis-server >/dev/null || fail "--gitops argocd: redis-server is needed \
 (Debian/Ubuntu: apt-get install redis-server)"
@@ -218,7 +219,7 @@ CONF
     "$(link_binary argo-cd argocd argocd-application-controller)" \
     --namespace argocd --repo-server "127.0.0.1:$repo_port" \
     --redis "127.0.0.1:$redis_port" --metrics-port "$controller_metrics" \
-    --app-resync 5 --app-resync-jitter 0 --loglevel info
+    --app-resync 5 --app-resync-jitter 0 --persist-resource-health --loglevel info
   start argocd-applicationset-controller "${argo_environment[@]}" \
     ARGOCD_BINARY_NAME=argocd-applicationset-controller \
     "$(link_binary argo-cd argocd argocd-applicationset-controller)" \

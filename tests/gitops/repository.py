@@ -116,7 +116,8 @@ def stateful_set_replicas(node: LocalNode, job: str) -> dict[str, int]:
 
 
 def job_pods(node: LocalNode, job: str) -> dict[str, Any]:
-    items = node.get("pods", "-n", NAMESPACE, "-l", f"tfcompile.dev/job={job}")["items"]
+    items = node.get("pods", "-n", NAMESPACE, "-l",
+                     f"tfcompile.dev/job={job},tfcompile.dev/role")["items"]
     return {pod["metadata"]["name"]: pod for pod in items}
 
 

@@ -81,7 +81,7 @@ def sample_health(gitops: GitOps, job: str, seen: list[str]) -> None:
     deadline = time.monotonic() + TRAINING_TIMEOUT
     while time.monotonic() < deadline and "Healthy" not in seen:
         seen.append(sync_and_health(gitops, job)[1])
-        time.sleep(1)
+        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +188,8 @@ def test_a_deleted_job_is_pruned_with_its_claim(gitops: GitOps, deployed: Deploy
     assert not (repository.directory / "output" / "short-lived").exists()
     wait_for("every object of the job pruned", lambda: not job_objects(node, "short-lived"),
              SYNC_TIMEOUT, lambda: "\n".join(job_objects(node, "short-lived")))
-    assert application(gitops, "short-lived") is None
+    wait_for("the job's Application gone", lambda: application(gitops, "short-lived") is None,
+             SYNC_TIMEOUT, lambda: describe(gitops, "short-lived"))
     print(f"Argo CD: a deleted job pruned {time.monotonic() - pushed:.0f} s after the push")
 
 
