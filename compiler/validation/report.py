@@ -6,9 +6,17 @@ was made.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def printable(value: object) -> str:
+    """A name or value from the user's files as a message shows it: as it is when printable,
+    else JSON-escaped (no control character reaches a terminal)."""
+    text = str(value)
+    return text if text.isprintable() else json.dumps(text)
 
 
 @dataclass(frozen=True, order=True)
