@@ -43,11 +43,10 @@ from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (
     POD_INDEX_LABEL,
-    POD_NAME_LABEL,
     environment_sources,
     pod_from_template,
-    pods_of,
 )
+from tfcompile.compiler.rendering.stateful_set_pods import POD_NAME_LABEL, pods_of
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import models
 from tfcompile.spec.loading import discover, load_jobs

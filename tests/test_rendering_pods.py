@@ -23,12 +23,11 @@ from tfcompile.compiler.rendering.manifests import (
 )
 from tfcompile.compiler.rendering.pods import (
     POD_INDEX_LABEL,
-    POD_NAME_LABEL,
     ContainerPort,
     EnvironmentReference,
     VolumeMount,
-    pods_of,
 )
+from tfcompile.compiler.rendering.stateful_set_pods import POD_NAME_LABEL, pods_of
 
 FIXTURE = Path(__file__).parent / "fixtures" / "validation" / "mnist"
 

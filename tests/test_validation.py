@@ -20,7 +20,7 @@ from tfcompile.compiler.checking.validation import (
     validate_rendered,
 )
 from tfcompile.compiler.checking.validation.limits import STATEFUL_SET_NAME_LIMIT
-from tfcompile.compiler.checking.validation.topology import Host, parse_host
+from tfcompile.compiler.checking.validation.tf_config_members import Host, parse_host
 from tfcompile.compiler.cli import main
 from tfcompile.compiler.rendering.kustomize import RenderError, render
 

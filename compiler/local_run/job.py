@@ -21,7 +21,8 @@ from tfcompile.compiler.output.tree import plan, write
 
 from ..rendering.kustomize import render
 from ..rendering.manifests import parse_manifests
-from ..rendering.pods import Pod, pods_of
+from ..rendering.pods import Pod
+from ..rendering.stateful_set_pods import pods_of
 from .options import LocalRunOptions, RunOutcome
 from .runner import run_pods
 from .secrets_file import parse_secrets_file

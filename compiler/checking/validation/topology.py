@@ -3,124 +3,49 @@
 `TF_CONFIG` is fixed text written at compile time, while names, replica counts, Services and
 ports can all be changed afterwards by a Kustomize overlay. Every such change silently breaks
 training: a host that no pod answers to, a Service without per-pod DNS records, a port nobody
-exposes. This module expands each pod's environment as the kubelet would and checks every host
-against the rendered objects.
+exposes. This module checks every host of the clusters the pods see (read by
+`tf_config_members`, from each pod's environment as the kubelet expands it) against the
+rendered objects: pods, governing Services, ports, replica counts and task indexes.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from tfcompile.compiler.objects.labels import JOB_LABEL, ROLE_LABEL
 from tfcompile.compiler.rendering.manifests import KubernetesObject, find_object
-from tfcompile.compiler.rendering.pods import Container, Pod, ordinal_start_of, replicas_of
+from tfcompile.compiler.rendering.pods import Pod
+from tfcompile.compiler.rendering.stateful_set_pods import ordinal_start_of, replicas_of
 
-from .limits import ENVIRONMENT_STRING_LIMIT, environment_string_size
 from .report import Problem
-
-TF_CONFIG = "TF_CONFIG"
-RECOMPILE = "change job.yaml and run `tfcompile build` instead of patching the compiled output"
-
-_LEFTOVER_REFERENCE = re.compile(r"\$\(([^)$]*)\)")
-
-
-@dataclass(frozen=True)
-class Host:
-    """One `TF_CONFIG` address, `pod.service[.namespace[.svc[.domain]]]:port`."""
-
-    text: str
-    pod_name: str
-    service: str
-    namespace: str | None
-    port: int
-
-
-@dataclass(frozen=True)
-class Member:
-    """A pod that has a `TF_CONFIG`, parsed."""
-
-    pod: Pod
-    container: Container
-    cluster: dict[str, list[str]]
-    task_type: str
-    task_index: int
-
-
-class _Clusters:
-    """The clusters a job's pods see, each distinct one parsed, checked and printed once.
-
-    The pods of a StatefulSet see the same cluster; for a job of thousands of tasks, keeping one
-    copy per pod would cost memory and time in the square of the number of tasks.
-    """
-
-    _DISTINCT_MAXIMUM = 16  # beyond this many different clusters, compare no more
-
-    def __init__(self) -> None:
-        self._distinct: list[dict[str, list[str]]] = []
-        self._texts: dict[int, tuple[Mapping[str, list[str]], str]] = {}
-
-    def find(self, cluster: Any) -> dict[str, list[str]] | None:
-        """A cluster already checked that equals `cluster`, or None."""
-        for known in self._distinct:
-            if known == cluster:
-                return known
-        return None
-
-    def add(self, cluster: dict[str, list[str]]) -> None:
-        if len(self._distinct) < self._DISTINCT_MAXIMUM:
-            self._distinct.append(cluster)
-
-    def text(self, cluster: Mapping[str, list[str]]) -> str:
-        """The cluster as compact JSON with sorted keys, to compare and to print."""
-        known = self._texts.get(id(cluster))
-        if known is None or known[0] is not cluster:
-            known = self._texts[id(cluster)] = (cluster, _canonical(cluster))
-        return known[1]
-
-
-class _Problems:
-    """Problems in the order found, each reported once."""
-
-    def __init__(self) -> None:
-        self.items: list[Problem] = []
-        self._seen: set[object] = set()
-
-    def add(self, object_reference: str, message: str, kind: str | None = None) -> None:
-        """Record a problem; with `kind`, only the first of that kind for the object counts."""
-        identity: object = (object_reference, kind) if kind else Problem(object_reference, message)
-        if identity not in self._seen:
-            self._seen.add(identity)
-            self.items.append(Problem(object_reference, message))
+from .tf_config_members import (
+    RECOMPILE,
+    TF_CONFIG,
+    Clusters,
+    Host,
+    Member,
+    Problems,
+    agreed_cluster,
+    job_words,
+    owner_of,
+    parse_host,
+    parse_member,
+    tf_config_container,
+)
 
 
 def topology_problems(
     objects: Sequence[KubernetesObject], pods: Sequence[Pod]
 ) -> tuple[list[Problem], list[str]]:
     """Problems with the TensorFlow clusters of the rendered jobs, and notes."""
-    problems = _Problems()
+    problems = Problems()
     notes: list[str] = []
     for job, job_pods in _pods_by_job(pods).items():
         _check_job(job, job_pods, objects, pods, problems, notes)
     return problems.items, notes
-
-
-def parse_host(text: str) -> Host | None:
-    """The parts of a `TF_CONFIG` host, or None when it is not a StatefulSet pod's DNS name."""
-    address, separator, port_text = text.rpartition(":")
-    if not separator or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        return None
-    labels = address.split(".")
-    if len(labels) < 2 or any(not label for label in labels):
-        return None
-    if len(labels) >= 4 and labels[3] != "svc":
-        return None
-    namespace = labels[2] if len(labels) >= 3 else None
-    return Host(text, labels[0], labels[1], namespace, int(port_text))
 
 
 def _pods_by_job(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
@@ -129,17 +54,9 @@ def _pods_by_job(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
     for pod in pods:
         if pod.owner_kind != "StatefulSet":
             continue
-        if JOB_LABEL in pod.labels or _tf_config_container(pod) is not None:
+        if JOB_LABEL in pod.labels or tf_config_container(pod) is not None:
             jobs.setdefault(pod.labels.get(JOB_LABEL, ""), []).append(pod)
     return jobs
-
-
-def _owner(pod: Pod) -> str:
-    return f"{pod.owner_kind}/{pod.owner_name}"
-
-
-def _job_words(job: str) -> str:
-    return f"job {job}" if job else "the job"
 
 
 def _check_job(
@@ -147,146 +64,43 @@ def _check_job(
     job_pods: list[Pod],
     objects: Sequence[KubernetesObject],
     all_pods: Sequence[Pod],
-    problems: _Problems,
+    problems: Problems,
     notes: list[str],
 ) -> None:
     members: list[Member] = []
     without: list[Pod] = []
-    clusters = _Clusters()
+    clusters = Clusters()
     for pod in job_pods:
-        container = _tf_config_container(pod)
+        container = tf_config_container(pod)
         if container is None:
             without.append(pod)
             continue
-        member = _parse_member(pod, container, problems, clusters)
+        member = parse_member(pod, container, problems, clusters)
         if member is not None:
             members.append(member)
     with_tf_config = len(job_pods) - len(without)
     if with_tf_config == 0:
         if len(job_pods) > 1:
-            for owner in sorted({_owner(pod) for pod in job_pods}):
+            for owner in sorted({owner_of(pod) for pod in job_pods}):
                 problems.add(
                     owner,
-                    f"{_job_words(job)} renders {len(job_pods)} pods but none has {TF_CONFIG}: "
+                    f"{job_words(job)} renders {len(job_pods)} pods but none has {TF_CONFIG}: "
                     "it was compiled as a single-pod job, so each pod would train alone; "
                     + RECOMPILE,
                 )
         return
-    for owner in sorted({_owner(pod) for pod in without}):
+    for owner in sorted({owner_of(pod) for pod in without}):
         problems.add(
             owner,
-            f"its pods have no {TF_CONFIG} while other pods of {_job_words(job)} do, so they "
+            f"its pods have no {TF_CONFIG} while other pods of {job_words(job)} do, so they "
             "are not part of the TensorFlow cluster; " + RECOMPILE,
         )
     if not members:
         return
-    cluster = _agreed_cluster(job, members, problems, clusters)
+    cluster = agreed_cluster(job, members, problems, clusters)
     _check_replicas(cluster, members, objects, problems)
     _check_hosts(cluster, members, objects, all_pods, problems, notes)
     _check_tasks(cluster, members, {pod.name for pod in all_pods}, problems)
-
-
-def _tf_config_container(pod: Pod) -> Container | None:
-    candidates = [container for container in pod.containers if TF_CONFIG in container.environment]
-    for container in candidates:
-        if container.name == "tensorflow":
-            return container
-    return candidates[0] if candidates else None
-
-
-def _parse_member(
-    pod: Pod, container: Container, problems: _Problems, clusters: _Clusters
-) -> Member | None:
-    value = container.environment[TF_CONFIG]
-    owner = _owner(pod)
-    size = environment_string_size(TF_CONFIG, value)
-    if size > ENVIRONMENT_STRING_LIMIT:
-        problems.add(
-            owner,
-            f"{TF_CONFIG} of pod {pod.name} is {size} bytes as an environment string, more than "
-            f"the kernel's limit of {ENVIRONMENT_STRING_LIMIT} (MAX_ARG_STRLEN): the container "
-            "cannot start; use fewer tasks or shorter job and role names",
-            kind="size",
-        )
-    leftovers = sorted(set(_LEFTOVER_REFERENCE.findall(value)))
-    if leftovers:
-        names = ", ".join(leftovers)
-        problems.add(
-            owner,
-            f"{TF_CONFIG} of pod {pod.name} still contains $({leftovers[0]}) after the kubelet's "
-            f"expansion: {names} must be defined in env before {TF_CONFIG} (and resolve); "
-            "a patch that reorders or removes env entries breaks this",
-            kind="expansion",
-        )
-        return None
-    try:
-        document = json.loads(value)
-    except json.JSONDecodeError as failure:
-        problems.add(
-            owner,
-            f"{TF_CONFIG} of pod {pod.name} is not valid JSON after expansion ({failure.msg} at "
-            f"character {failure.pos}); " + RECOMPILE,
-            kind="json",
-        )
-        return None
-    cluster = document.get("cluster") if isinstance(document, dict) else None
-    task = document.get("task") if isinstance(document, dict) else None
-    known = clusters.find(cluster)
-    if known is not None:
-        cluster = known
-    elif _is_cluster(cluster):
-        clusters.add(cast(dict[str, list[str]], cluster))
-    if (known is None and not _is_cluster(cluster)) or not isinstance(task, dict):
-        problems.add(
-            owner,
-            f'{TF_CONFIG} of pod {pod.name} needs a "cluster" mapping each role to a list of '
-            'host:port strings and a "task" with "type" and "index"; ' + RECOMPILE,
-            kind="structure",
-        )
-        return None
-    task_type, task_index = task.get("type"), task.get("index")
-    if not isinstance(task_type, str) or not isinstance(task_index, int):
-        problems.add(
-            owner,
-            f'{TF_CONFIG} of pod {pod.name} has task {json.dumps(task)}: "type" must be a role '
-            'name and "index" a number; ' + RECOMPILE,
-            kind="structure",
-        )
-        return None
-    return Member(pod, container, cast(dict[str, list[str]], cluster), task_type, task_index)
-
-
-def _is_cluster(cluster: Any) -> bool:
-    return isinstance(cluster, dict) and all(
-        isinstance(hosts, list) and all(isinstance(host, str) for host in hosts)
-        for hosts in cluster.values()
-    )
-
-
-def _canonical(cluster: Mapping[str, list[str]]) -> str:
-    return json.dumps(cluster, sort_keys=True, separators=(",", ":"))
-
-
-def _agreed_cluster(
-    job: str, members: list[Member], problems: _Problems, clusters: _Clusters
-) -> dict[str, list[str]]:
-    """The cluster most pods see; every StatefulSet whose pods see another one is a problem."""
-    texts = [clusters.text(member.cluster) for member in members]
-    counts = Counter(texts)
-    first_positions: dict[str, int] = {}
-    for position, text in enumerate(texts):
-        first_positions.setdefault(text, position)
-    agreed_text = max(counts, key=lambda text: (counts[text], -first_positions[text]))
-    agreed = json.loads(agreed_text)
-    for member, text in zip(members, texts, strict=True):
-        if text != agreed_text:
-            problems.add(
-                _owner(member.pod),
-                f"pod {member.pod.name} sees the cluster {text} but other "
-                f"pods of {_job_words(job)} see {agreed_text}; every pod must see the same "
-                "cluster: " + RECOMPILE,
-            )
-    return dict(agreed)
 
 
 def _role_of(owner_members: list[Member]) -> str:
@@ -304,7 +118,7 @@ def _check_replicas(
     cluster: Mapping[str, list[str]],
     members: list[Member],
     objects: Sequence[KubernetesObject],
-    problems: _Problems,
+    problems: Problems,
 ) -> None:
     for owner_name, owner_members in _members_by_owner(members).items():
         namespace = owner_members[0].pod.namespace
@@ -333,7 +147,7 @@ def _check_hosts(
     members: list[Member],
     objects: Sequence[KubernetesObject],
     all_pods: Sequence[Pod],
-    problems: _Problems,
+    problems: Problems,
     notes: list[str],
 ) -> None:
     pods_by_name = {(pod.namespace, pod.name): pod for pod in all_pods}
@@ -407,8 +221,8 @@ def _carrier(role: str, members: list[Member]) -> str:
     """The StatefulSet to blame for a host of `role`: the one whose pods run that role."""
     for member in members:
         if member.task_type == role:
-            return _owner(member.pod)
-    return _owner(members[0].pod)
+            return owner_of(member.pod)
+    return owner_of(members[0].pod)
 
 
 def _namespace(members: list[Member]) -> str | None:
@@ -431,9 +245,9 @@ def _check_host_pod(
     host: Host,
     pod: Pod,
     objects: Sequence[KubernetesObject],
-    problems: _Problems,
+    problems: Problems,
 ) -> None:
-    owner = _owner(pod)
+    owner = owner_of(pod)
     if pod.subdomain != host.service:
         problems.add(
             owner,
@@ -469,7 +283,7 @@ def _all_ports(pod: Pod) -> list[Any]:
 
 
 def _check_governing_service(
-    where: str, host: Host, pod: Pod, service: KubernetesObject, problems: _Problems
+    where: str, host: Host, pod: Pod, service: KubernetesObject, problems: Problems
 ) -> None:
     reference = f"Service/{host.service}"
     spec = service.get("spec") or {}
@@ -533,11 +347,11 @@ def _check_tasks(
     cluster: Mapping[str, list[str]],
     members: list[Member],
     pod_names: set[str],
-    problems: _Problems,
+    problems: Problems,
 ) -> None:
     for member in members:
         pod = member.pod
-        owner = _owner(pod)
+        owner = owner_of(pod)
         task = json.dumps({"type": member.task_type, "index": member.task_index})
         role_label = pod.labels.get(ROLE_LABEL)
         if role_label is not None and role_label != member.task_type:

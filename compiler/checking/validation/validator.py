@@ -18,8 +18,8 @@ from tfcompile.compiler.kubernetes_versions import (
 )
 from tfcompile.compiler.rendering.kustomize import RemoteResourceError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
-from tfcompile.compiler.rendering.pods import pods_of
 from tfcompile.compiler.rendering.remote_resources import remote_entries
+from tfcompile.compiler.rendering.stateful_set_pods import pods_of
 
 from .component_conflicts import component_problems
 from .component_steps import (
