@@ -151,7 +151,7 @@ def _render(arguments: argparse.Namespace) -> int:
 def _init(arguments: argparse.Namespace) -> int:
     from tfcompile.compiler.output.compilation import BuildSettings, build_plan
     from tfcompile.compiler.output.lock import locked
-    from tfcompile.compiler.output.tree import write
+    from tfcompile.compiler.output.writing import write
     from tfcompile.compiler.scaffold.installation import InstallationError, tfcompile_requirement
     from tfcompile.compiler.scaffold.repository import ScaffoldError, write_scaffold
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Result, job_text
-from tfcompile.compiler.output import tree as output_tree
+from tfcompile.compiler.output import writing
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="renameat2(RENAME_EXCHANGE) as on Linux")
@@ -329,7 +329,7 @@ def test_a_job_directory_swapped_for_a_link_at_the_moment_of_the_swap_is_put_bac
     outside = _outside(tmp_path, repository / "output" / "b")
     before_outside = snapshot(outside.parent)
     real_b = repository / "real-b"
-    exchange = output_tree.exchange  # type: ignore[attr-defined]
+    exchange = writing.exchange  # type: ignore[attr-defined]
 
     def swapped_first(directory: int, first: str, second: str) -> bool:
         if second == "b" and not real_b.exists():
@@ -337,7 +337,7 @@ def test_a_job_directory_swapped_for_a_link_at_the_moment_of_the_swap_is_put_bac
             (repository / "output" / "b").symlink_to(outside, target_is_directory=True)
         return exchange(directory, first, second)
 
-    monkeypatch.setattr(output_tree, "exchange", swapped_first)
+    monkeypatch.setattr(writing, "exchange", swapped_first)
     _jobs(repository, ("a", "b"), variant=1)
     before = snapshot(repository / "output")
     result = run_cli("build", "jobs")
@@ -348,7 +348,7 @@ def test_a_job_directory_swapped_for_a_link_at_the_moment_of_the_swap_is_put_bac
     (repository / "output" / "b").unlink()
     real_b.rename(repository / "output" / "b")
     assert snapshot(repository / "output") == before  # a undone, b as it was, no leftover
-    monkeypatch.setattr(output_tree, "exchange", exchange)
+    monkeypatch.setattr(writing, "exchange", exchange)
     assert run_cli("build", "jobs").status == 0
 
 

@@ -17,7 +17,8 @@ from typing import Any
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.output.compilation import BuildSettings, compile_all
 from tfcompile.compiler.output.lock import locked
-from tfcompile.compiler.output.tree import plan, write
+from tfcompile.compiler.output.tree import plan
+from tfcompile.compiler.output.writing import write
 
 from ..rendering.kustomize import render
 from ..rendering.manifests import parse_manifests

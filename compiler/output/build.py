@@ -103,7 +103,7 @@ def _full_build(settings: BuildSettings, environment: str, unchanged: Mapping[Pa
     from .build_record import save
     from .compilation import build_plan, compile_inputs
     from .immutable_fields import immutable_changes
-    from .tree import write
+    from .writing import write
 
     compilation = compile_inputs(settings, unchanged, location.real)
     changes = build_plan(settings, location, compilation)
