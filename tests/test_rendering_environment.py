@@ -14,9 +14,9 @@ from tfcompile.compiler.rendering.environment import (
     expand,
     expand_arguments,
     is_environment_variable_name,
-    parse_quantity,
     service_link_variables,
 )
+from tfcompile.compiler.rendering.quantities import parse_quantity
 
 CONTEXT = {"VAR_A": "A", "VAR_B": "B", "VAR_C": "C", "VAR_REF": "$(VAR_A)", "VAR_EMPTY": ""}
 

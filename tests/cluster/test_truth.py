@@ -28,10 +28,10 @@ from tfcompile.compiler.rendering.environment import (
     DownwardApi,
     EnvironmentSources,
     build_environment,
-    parse_quantity,
 )
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
+from tfcompile.compiler.rendering.quantities import parse_quantity
 
 pytestmark = pytest.mark.cluster
 
