@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +150,44 @@ def free_ports(count: int) -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+TIERS = ("slow", "end_to_end", "cluster", "gitops")
+"""Markers of the tiers beyond the fast one; a test without any of them is in the fast tier."""
+FAST_TIER_PROGRAMS = frozenset({"kubectl", "kustomize"})
+"""The only programs a fast test may run: rendering is kustomize's, and tfcompile shells out."""
+
+
+class _ProgramOutsideTheFastTier(AssertionError):
+    """A fast test started a program other than kustomize."""
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_runs_no_program_but_kustomize(request: pytest.FixtureRequest,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast tier is what plain `pytest` runs in a minute: in process, no TensorFlow, no
+    root, no cluster. A test without a tier marker that starts any program but kustomize
+    fails, naming the program, so it cannot slip into the fast loop unnoticed."""
+    if any(request.node.get_closest_marker(tier) for tier in TIERS):
+        return
+    original = subprocess.Popen.__init__
+
+    def guarded(self: subprocess.Popen[Any], arguments: Any, *rest: Any, **options: Any) -> None:
+        program = arguments if isinstance(arguments, str | bytes | os.PathLike) else arguments[0]
+        name = os.path.basename(os.fsdecode(program)).split()[0]
+        if name not in FAST_TIER_PROGRAMS:
+            raise _ProgramOutsideTheFastTier(
+                f"a fast test ran {name!r}: mark the test `slow` (or the tier it needs)")
+        original(self, arguments, *rest, **options)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the tests of one control plane run in one worker: the cluster tier
+    and the GitOps tier each start theirs once (a package fixture), not once per worker."""
+    for item in items:
+        for tier in ("gitops", "cluster"):
+            if f"tests/{tier}/" in item.nodeid.replace("\\", "/"):
+                item.add_marker(pytest.mark.xdist_group(tier))
+                break

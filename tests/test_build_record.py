@@ -104,6 +104,7 @@ def _restore(snapshot: Path, target: Path) -> None:
     shutil.copytree(snapshot, target, symlinks=True)
 
 
+@pytest.mark.slow
 def test_an_up_to_date_build_loads_neither_the_spec_models_nor_a_yaml_parser(
     repository: Path,
 ) -> None:

@@ -236,6 +236,7 @@ def _build_process(repository: Path, user: int | None = None
                           text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
 def test_a_fifo_for_a_record_is_one_note_and_no_wait(repository: Path) -> None:
     path = _record_file()
@@ -260,6 +261,7 @@ def shared_directory() -> Iterator[Path]:
         shutil.rmtree(root)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                     reason="building as another user needs root")
 def test_an_unreadable_record_is_one_note(shared_directory: Path,

@@ -14,7 +14,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPOSITORY
+
+pytestmark = pytest.mark.slow
 
 
 def test_the_wheel_ships_the_packages_and_their_files_and_builds_without_warnings(

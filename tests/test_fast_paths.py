@@ -82,6 +82,7 @@ def _imported_modules(arguments: list[str], directory: Path,
     return completed.returncode, modules
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", [False, True], ids=["build", "build --check"])
 def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, check: bool) -> None:
     output = tmp_path / "output"
@@ -113,6 +114,7 @@ def every_role_job(name: str, workers: str) -> str:
         "ps: {replicas: 1}\nevaluator: {replicas: 1}"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep_record", [False, True], ids=["no record", "record kept"])
 def test_a_build_that_succeeds_loads_nothing_only_errors_or_check_need(
     tmp_path: Path, keep_record: bool
@@ -148,6 +150,7 @@ def test_the_spec_models_take_no_builtin_as_a_default_factory() -> None:
         ), (model_name, name, factory)
 
 
+@pytest.mark.slow
 def test_validate_still_loads_what_it_needs(tmp_path: Path, run_cli: Callable[..., Result]) -> None:
     output = tmp_path / "output"
     assert run_cli("build", str(EXAMPLES / "mnist"), "-o", str(output),
@@ -395,6 +398,7 @@ def test_pods_expanded_once_equal_pods_expanded_one_by_one(extra_value: str) -> 
     assert dict(third.environment) == dict(one_by_one[3].containers[0].environment)
 
 
+@pytest.mark.slow
 def test_validate_memory_grows_with_tasks_not_their_square(
     tmp_path: Path, run_cli: Callable[..., Result]
 ) -> None:
@@ -418,6 +422,7 @@ def test_validate_memory_grows_with_tasks_not_their_square(
     assert peak < 48 * 1024 * 1024, f"peak {peak / 2**20:.0f} MiB"
 
 
+@pytest.mark.slow
 def test_a_builds_memory_does_not_hold_its_jobs_texts(tmp_path: Path) -> None:
     """What keeps memory flat in the number of jobs: compiled texts wait in a temporary file,
     so what a compilation holds per job (names of files, not their text) is a small part of

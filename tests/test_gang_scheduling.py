@@ -71,6 +71,7 @@ def crd_schema(crd_file: Path, version: str) -> dict[str, Any]:
     return schema
 
 
+@pytest.mark.slow
 def test_volcano_gets_one_pod_group_of_every_pod(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: volcano, queue: gpu-queue}")
     (group,) = of_kind(objects, "PodGroup")
@@ -110,6 +111,7 @@ def test_pod_groups_come_a_sync_wave_before_the_rest_of_the_job(tmp_path: Path) 
             for item in of_kind(objects, "StatefulSet")} == {"-3"}
 
 
+@pytest.mark.slow
 def test_coscheduling_gets_its_pod_group_and_pod_label(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: coscheduling}")
     (group,) = of_kind(objects, "PodGroup")
@@ -131,6 +133,7 @@ def test_coscheduling_gets_its_pod_group_and_pod_label(tmp_path: Path) -> None:
         jsonschema.validate({**group, "spec": {"minMembers": 6}}, schema)
 
 
+@pytest.mark.slow
 def test_kueue_gets_one_pod_group_across_all_roles(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: kueue, queue: team-a}")
     assert not of_kind(objects, "PodGroup")

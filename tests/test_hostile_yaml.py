@@ -210,6 +210,7 @@ def test_a_job_file_that_is_not_utf8_is_refused(
     assert f"not UTF-8 text (byte {position}: invalid start byte)" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_reused_anchor_builds_without_printing_the_input(
     write_job: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -22,6 +22,8 @@ from ruamel.yaml import YAML
 
 from tests.conftest import REPOSITORY
 
+pytestmark = pytest.mark.slow
+
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SHA256 = "4f" * 32

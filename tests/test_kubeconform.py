@@ -40,6 +40,7 @@ def kubeconform_check(kubeconform: str, location: str, version: str,
         input=manifests, capture_output=True, text=True, check=False, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_kubeconform_accepts_every_example_strictly(
@@ -53,6 +54,7 @@ def test_kubeconform_accepts_every_example_strictly(
             "Errors: 0, Skipped: 0") in result.stdout
 
 
+@pytest.mark.slow
 def test_kubeconform_refuses_an_unknown_field(
     kubeconform: str, kubeconform_schema_location: str
 ) -> None:
@@ -64,6 +66,7 @@ def test_kubeconform_refuses_an_unknown_field(
     assert "additional properties 'serviceNam' not allowed" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_kubernetes_version_chooses_the_schemas(
     kubeconform: str, kubeconform_schema_location: str
 ) -> None:
@@ -110,6 +113,7 @@ def test_prepared_schemas_are_written_once_per_schema_release(tmp_path: Path) ->
 SCHEMAS_COMMAND = "tfcompile.compiler.checking.validation.kubeconform_schemas"
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_schema_location(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", SCHEMAS_COMMAND, str(tmp_path),

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import free_ports, job_text
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
@@ -104,6 +106,7 @@ def test_settings_name_the_tasks_that_make_the_job_succeed(tmp_path: Path) -> No
     assert launcher_settings(loaded.job)["successTasks"] == ["worker-0", "worker-1"]
 
 
+@pytest.mark.slow
 def test_success_is_recorded_and_a_restart_idles_instead_of_training_again(
         tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
@@ -121,6 +124,7 @@ def test_success_is_recorded_and_a_restart_idles_instead_of_training_again(
     assert runs.read_text() == "trained\n"
 
 
+@pytest.mark.slow
 def test_without_a_policy_every_failure_is_passed_to_the_kubelet(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
     for _ in range(4):
@@ -128,6 +132,7 @@ def test_without_a_policy_every_failure_is_passed_to_the_kubelet(tmp_path: Path)
     assert not (pod.state / launcher.FAILED).exists()
 
 
+@pytest.mark.slow
 def test_failure_policy_stops_after_max_restarts(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 2}\n"))
     assert [pod.start("exit 3").wait(timeout=10) for _ in range(2)] == [3, 3]
@@ -142,6 +147,7 @@ def test_failure_policy_stops_after_max_restarts(tmp_path: Path) -> None:
     assert "trained-again" not in stop(fifth)
 
 
+@pytest.mark.slow
 def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(
         tmp_path, "  failurePolicy: {maxRestarts: 10, doNotRetryExitCodes: [1, 2]}\n"))
@@ -152,6 +158,7 @@ def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> N
     assert (pod.state / launcher.FAILED).read_text() == "exit 2 after 1 restarts\n"
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 0}\n"))
     sleeper = pod.start("trap 'echo got-term; exit 143' TERM; sleep 30 & wait")
@@ -166,6 +173,7 @@ def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: 
     assert not (pod.state / "failures").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_command_exits_127_like_a_shell(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
     process = subprocess.run(
@@ -226,6 +234,7 @@ def eventually(check: Any, seconds: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revision(
         tmp_path: Path) -> None:
     (port,) = free_ports(1)
@@ -254,6 +263,7 @@ def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revisio
             process.wait(timeout=5)
 
 
+@pytest.mark.slow
 def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     worker_0, worker_1 = GatedTask(tmp_path / "w0", 0, port), GatedTask(tmp_path / "w1", 1, port)

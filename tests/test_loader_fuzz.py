@@ -393,6 +393,7 @@ COMMAND_CASES = {
 }
 
 
+@pytest.mark.slow
 def test_hostile_files_through_the_real_command(tmp_path: Path) -> None:
     command = Path(sys.executable).with_name("tfcompile")
     for name, text in COMMAND_CASES.items():

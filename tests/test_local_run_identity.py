@@ -14,10 +14,10 @@ import pytest
 from tests.conftest import job_text
 from tfcompile.compiler.local_run.user_namespace import unused_range
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,
     reason="the local runtime needs root on Linux",
-)
+)]
 
 
 SCRIPT = """\

@@ -34,10 +34,10 @@ from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.revision_gate import gate_settings
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,
     reason="the local runtime needs root on Linux",
-)
+)]
 
 STATE = Volume(launcher.STATE_VOLUME, "emptyDir", {})
 STATE_MOUNT = VolumeMount(launcher.STATE_VOLUME, launcher.STATE_DIRECTORY, False, None)

@@ -184,6 +184,7 @@ def _pod_processes(token: str, pod: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_root
 def test_pods_run_as_no_user_of_the_host_and_read_only_what_everyone_may(
         tmp_path: Path, token: str, host_files: tuple[int, int]) -> None:

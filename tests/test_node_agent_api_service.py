@@ -123,6 +123,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux") or os.geteuid() != 0,
                     reason="network namespaces need root on Linux")
 def test_a_pod_reaches_the_service_address_relayed_to_loopback_and_nothing_beyond() -> None:

@@ -13,6 +13,8 @@ import time
 from collections import deque
 from typing import Any
 
+import pytest
+
 from tests.node_agent.claims import volume_for
 from tests.node_agent.pod_runtime import PodRuntime
 from tests.node_agent.pod_status import pod_status
@@ -73,6 +75,7 @@ def container(status: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow
 def test_a_running_container_is_ready_and_a_failed_one_waits_in_back_off() -> None:
     runtime = running_runtime("sleep 1; exit 3", backoff_seconds=2)
     try:
@@ -96,6 +99,7 @@ def test_a_running_container_is_ready_and_a_failed_one_waits_in_back_off() -> No
         runtime.supervisor.stop_all(lambda: True)
 
 
+@pytest.mark.slow
 def test_a_container_killed_by_a_signal_reports_128_plus_the_signal() -> None:
     # `$$$$`: the kubelet's expansion turns `$$` into `$`, so the shell sees its own PID, `$$`.
     runtime = running_runtime("kill -9 $$$$", backoff_seconds=5)

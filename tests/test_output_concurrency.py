@@ -28,8 +28,8 @@ JOBS = [f"job-{index:02d}" for index in range(10)]
 KILLS = 12
 SEED = 20261126
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
-                                reason="renameat2 and flock as on Linux")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="renameat2 and flock as on Linux")]
 
 Tree = dict[str, dict[str, bytes]]
 

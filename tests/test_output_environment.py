@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import job_text
 
+pytestmark = pytest.mark.slow
+
 TFCOMPILE = str(Path(sys.executable).with_name("tfcompile"))
 AS_ROOT_ON_LINUX = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,

@@ -305,6 +305,7 @@ def _swap_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callabl
           f"the outside directory unchanged; final build {time.monotonic() - started:.2f}s")
 
 
+@pytest.mark.slow
 def test_a_short_swap_race_leaves_the_outside_directory_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
 ) -> None:

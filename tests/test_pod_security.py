@@ -111,6 +111,7 @@ def admission(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory / "admission"
 
 
+@pytest.mark.slow
 def test_the_level_agrees_with_the_real_admission(admission: Path) -> None:
     templates = [template for _, template in templates_in_output()]
     for change, _, _ in CHANGES:

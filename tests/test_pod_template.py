@@ -468,6 +468,7 @@ def _keys_and_items(value: Any) -> Any:
             yield from _keys_and_items(item)
 
 
+@pytest.mark.slow
 def test_every_part_of_a_pod_template_in_the_wrong_shape_is_a_located_problem(
     tmp_path: Path,
 ) -> None:

@@ -17,6 +17,8 @@ from ruamel.yaml import YAML
 
 from tests.conftest import job_text
 
+pytestmark = pytest.mark.slow
+
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
 JOB = job_text(metadata_lines="labels: {team: vision}", image="tf:1", script="train.py",

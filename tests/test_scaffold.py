@@ -56,6 +56,7 @@ def test_init_writes_a_complete_repository(repository: Path) -> None:
     assert (repository / "overlays/gpu/kustomization.yaml").read_text() == shipped.read_text()
 
 
+@pytest.mark.slow
 def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
     repository: Path, kubeconform: str, kubeconform_schema_location: str
 ) -> None:
@@ -72,6 +73,7 @@ def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
     assert "+          value: '3'" in stale.stdout  # TOT_WORKERS
 
 
+@pytest.mark.slow
 def test_the_generated_ci_check_checks_the_version_it_is_given(
     repository: Path, kubeconform: str, kubeconform_schema_location: str
 ) -> None:
@@ -83,6 +85,7 @@ def test_the_generated_ci_check_checks_the_version_it_is_given(
     assert "Valid: 12, Invalid: 0, Errors: 0, Skipped: 0" in oldest.stdout
 
 
+@pytest.mark.slow
 def test_the_generated_ci_check_fails_when_kubeconform_does(
     repository: Path, kubeconform: str, tmp_path: Path
 ) -> None:
@@ -97,6 +100,7 @@ def test_the_generated_ci_check_fails_when_kubeconform_does(
         in result.stdout
 
 
+@pytest.mark.slow
 def test_the_check_demands_kubeconform(repository: Path) -> None:
     only_tfcompile = repository.parent / "bin"  # not the kubeconform setup.sh installed
     only_tfcompile.mkdir()
@@ -172,6 +176,7 @@ def test_this_repository_offers_pre_commit_hooks_that_parse() -> None:
         assert hook["language"] == "python" and hook["pass_filenames"] is False
 
 
+@pytest.mark.slow
 def test_the_pre_commit_hooks_run_in_another_repository(repository: Path, tmp_path: Path) -> None:
     """A user's `.pre-commit-config.yaml` names this repository and a revision; pre-commit installs
     tfcompile from it into its own environment and runs the hooks in the user's repository."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
+import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLES, REPOSITORY, Result
@@ -45,6 +46,7 @@ def test_schema_refuses_what_the_compiler_refuses() -> None:
     assert errors, "an unknown field must be a schema error too"
 
 
+@pytest.mark.slow
 def test_console_script_runs_without_traceback_on_bad_input(tmp_path: Path) -> None:
     bad = tmp_path / "job.yaml"
     bad.write_text("apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob\nmetadata: {}\n")

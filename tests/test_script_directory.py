@@ -43,6 +43,7 @@ def _repository(tmp_path: Path, command: str | None = COMMAND) -> Path:
     return job
 
 
+@pytest.mark.slow
 def test_a_package_is_shipped_with_its_nested_paths_and_runs(
     tmp_path: Path, run_cli: Callable[..., Result]
 ) -> None:

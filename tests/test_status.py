@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import OUTPUT
@@ -32,6 +33,7 @@ def test_symlinked_jobs_are_not_followed(tmp_path: Path) -> None:
     assert committed_revisions(tmp_path / "output") == {}
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_is_an_error_not_a_traceback(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(

@@ -26,10 +26,10 @@ import pytest
 
 from tests.conftest import free_ports
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.end_to_end, pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("tensorflow", "tf_keras", "sklearn")),
     reason="needs the training extra (tensorflow-cpu, tf-keras, scikit-learn)",
-)
+)]
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -30,6 +30,7 @@ def run(kubeconfig: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_fails_the_check_not_the_job(tmp_path: Path) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(textwrap.dedent("""\
@@ -47,6 +48,7 @@ def test_an_unreachable_cluster_fails_the_check_not_the_job(tmp_path: Path) -> N
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_no_kubeconfig_context_is_explained(tmp_path: Path) -> None:
     empty = tmp_path / "kubeconfig"
     empty.write_text("apiVersion: v1\nkind: Config\n", encoding="utf-8")

@@ -275,6 +275,7 @@ def _build(path: Path, output: Path) -> tuple[float, subprocess.CompletedProcess
     return seconds, subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=[shape.name for shape in SHAPES])
 def test_the_worst_shapes_build_or_are_refused_in_under_two_seconds(
     shape: Shape, tmp_path: Path

@@ -16,7 +16,11 @@ goes through the full build, which behaves as it always did.
 The record lives outside the output tree, in the user's cache directory (`TFCOMPILE_CACHE_DIR`
 when set; set empty, no record is kept): committed output stays exactly what the compiler
 writes, and a fresh clone (CI) builds in full. A record that cannot be read or written is
-ignored, and one that is out of date only costs the look.
+ignored, and one that is out of date only costs the look. A record is input from anyone (CI
+caches are restored from other branches), so it can only save work: `record_format` reads
+nothing but a regular file of exactly the record's shape (anything else is one note), a spec a
+job directory names but the record does not list is compiled, what is pruned is decided from
+the specs, and `build --check` does not read a record at all.
 """
 
 from __future__ import annotations
