@@ -15,6 +15,7 @@ from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
 from .dropped_entries import dropped_entry_problems
 from .exposure import exposure_problems
+from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
@@ -102,6 +103,7 @@ def _cluster_checks(
                 *exposure_problems(objects)]
     found, notes = topology_problems(objects, pods)
     notes.extend(pod_security_notes(objects))
+    notes.extend(launcher_rights_notes(objects, version))
     problems.extend(found)
     prerequisites, reference_problems = prerequisites_of(objects)
     problems.extend(reference_problems)
