@@ -1,23 +1,38 @@
 """The one module that writes YAML, so every file tfcompile emits looks the same.
 
-Objects are plain dicts whose key order the builders chose (apiVersion, kind, metadata, spec);
-multi-line strings become literal blocks, long lines are never folded, and nothing that varies
-between runs (times, versions) is written: the same spec gives the same bytes.
+The format (the same spec gives the same bytes; nothing that varies between runs is written):
+- Layout: block style only; two-space indentation; a sequence's dashes at its key's column
+  (not indented under it); the builders' key order (apiVersion, kind, metadata, spec), never
+  sorted here; lines never folded, whatever their length; comment lines (the header) first.
+- Scalars: integers in decimal, `true`/`false`, null as nothing (`key:`); empty maps and
+  lists as `{}` and `[]`.
+- Strings, keys and values alike, are plain unless a reader would take them for something
+  else: single-quoted when a YAML 1.1 or a YAML 1.2 parser would read the plain text as
+  another type (`on`, `y`, `0777`, `1e3`, `null`, ...) or the plain form is not allowed
+  (leading `-`, `:`, `#`, quotes, spaces at either end, ...); double-quoted with escapes when
+  they hold a control character other than tab and newline, a carriage return, the byte-order
+  mark, or a YAML 1.1 line break (`\x85`, `\u2028`, `\u2029`); a value with a newline is a
+  literal block (`|`, with the indentation and chomping indicators it needs) unless a line
+  ends in spaces or tabs, which a block cannot keep (then it is quoted). Other Unicode is
+  written as itself (UTF-8).
+tests/test_yaml_output.py holds the writer to this: whatever it writes reads back equal under
+PyYAML (YAML 1.1, as Go's parsers in kubectl and Argo CD read) and ruamel.yaml's safe loader
+(YAML 1.2).
 
 ruamel.yaml's emitter lays the text out. This module hands it the document's events directly,
 with every scalar's style already chosen, instead of going through ruamel's representer and
 serializer: the bytes are the ones those would produce, without the per-document cost of
 building a dumper and resolving every scalar twice. libyaml's emitter (PyYAML's or ruamel's C
 one) is not used: it writes some strings differently (tabs in a script, characters beyond the
-Basic Multilingual Plane), and committed output must not change with the emitter.
+Basic Multilingual Plane), and committed output must not change with the emitter. The
+emitter's internals used here are bounded by the ruamel.yaml versions pyproject.toml allows.
 
-Most documents take a shorter road still: the block layout these settings give (two-space
-indents, sequences not indented under their key, lines never folded) is written here directly,
+Most documents take a shorter road still: the block layout above is written here directly,
 scalar by scalar, with the style ruamel's emitter would choose from its own analysis of the
 text. Whatever that layout does not cover (a key that is not a plain string, a nested sequence,
 a double-quoted or multi-line quoted scalar, an empty collection in a sequence, a literal block
 that keeps its trailing newlines, unusual line breaks) sends the whole document to ruamel's
-emitter instead; a test compares both with ruamel's dumper on fuzzed documents.
+emitter instead; a test compares both paths' bytes on fuzzed documents.
 """
 
 from __future__ import annotations
@@ -59,6 +74,7 @@ _REMEMBERED_MAXIMUM = 4096
 job's files and across jobs; bounded, so that a build's memory does not grow with its jobs."""
 _LITERAL = "|"
 _SINGLE_QUOTED = "'"
+_DOUBLE_QUOTED = '"'
 
 
 @functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
@@ -71,6 +87,17 @@ def _resolved_tag(text: str, version: tuple[int, int]) -> str:
 def _read_as_string_by_every_parser(text: str) -> bool:
     """Go's YAML 1.1 parsers read `on`, `y` or `0777` as other types; quote those strings."""
     return _resolved_tag(text, (1, 1)) == str(_STRING) == _resolved_tag(text, (1, 2))
+
+
+_ESCAPED = frozenset("\r\x7f\x85\u2028\u2029\ufeff") | frozenset(
+    chr(code) for code in [*range(0x20), *range(0x80, 0xA0)] if chr(code) not in "\t\n")
+"""Characters written only as escapes in a double-quoted string: control characters (tabs and
+newlines aside), the byte-order mark, and the line breaks YAML 1.1 knows beyond the newline
+(a YAML 1.1 reader folds `\x85` or `\u2028` written raw into a space, a YAML 1.2 one may not)."""
+
+
+def _needs_escapes(text: str) -> bool:
+    return not _ESCAPED.isdisjoint(text)
 
 
 def _block_safe(text: str) -> bool:
@@ -102,11 +129,17 @@ def _remembered_string(text: str) -> ScalarEvent:
 
 @functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
 def _key(text: str) -> ScalarEvent:
-    # Keys are written as given: only values go through the quoting rules of `_new_string`.
+    # A key is never a literal block; otherwise it is quoted by the rules values follow.
+    if _needs_escapes(text):
+        return _scalar(_STRING, text, _DOUBLE_QUOTED)
+    if not _read_as_string_by_every_parser(text):
+        return _scalar(_STRING, text, _SINGLE_QUOTED)
     return _scalar(_STRING, text)
 
 
 def _new_string(text: str) -> ScalarEvent:
+    if _needs_escapes(text):
+        return _scalar(_STRING, text, _DOUBLE_QUOTED)
     if "\n" in text and _block_safe(text):
         return _scalar(_STRING, text, _LITERAL)
     if not _read_as_string_by_every_parser(text):
@@ -218,7 +251,7 @@ def _plain_key(key: str) -> str:
     """A key as ruamel writes a simple key, when it writes it plain."""
     analysis = _analysis(key)
     if (len(key) >= _SIMPLE_KEY_LENGTH or analysis.empty or analysis.multiline
-            or not analysis.allow_block_plain or _resolved_tag(key, (1, 2)) != str(_STRING)):
+            or not analysis.allow_block_plain or not _read_as_string_by_every_parser(key)):
         raise _NotInLayout
     return key
 
@@ -245,6 +278,8 @@ def _remembered_scalar(text: str) -> str:
 
 
 def _short_scalar(text: str) -> str:
+    if _needs_escapes(text):
+        raise _NotInLayout  # double-quoted, with escapes: ruamel's emitter writes those
     if "\n" in text and _block_safe(text):
         raise _NotInLayout  # a literal block: its indentation depends on where it is
     return _quoted(text, _read_as_string_by_every_parser(text))
@@ -269,6 +304,8 @@ def _scalar_text(value: Any, indent: int) -> str:
     if isinstance(value, str):
         if len(value) <= _REMEMBERED_LENGTH_MAXIMUM and "\n" not in value:
             return _remembered_scalar(value) + "\n"
+        if _needs_escapes(value):
+            raise _NotInLayout
         if "\n" in value and _block_safe(value):
             return _literal(value, indent)
         return _quoted(value, _read_as_string_by_every_parser(value)) + "\n"

@@ -10,7 +10,10 @@ fi
 stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -e "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
-  "$venv/bin/python" -m pip install --quiet -e ".[test,training]"
+  # The working tree is installed editable; setuptools' notice that an editable install
+  # prefers folders of the same name is informational, so it is not printed.
+  PYTHONWARNINGS="ignore:Editable installation" \
+    "$venv/bin/python" -m pip install --quiet -e ".[test,training]"
   touch "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

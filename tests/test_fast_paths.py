@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tracemalloc
+import unicodedata
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.resolver import VersionedResolver
-from ruamel.yaml.scalarstring import LiteralScalarString, SingleQuotedScalarString
+from ruamel.yaml.scalarstring import (
+    DoubleQuotedScalarString,
+    LiteralScalarString,
+    SingleQuotedScalarString,
+)
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
@@ -152,7 +157,10 @@ def test_validate_still_loads_what_it_needs(tmp_path: Path, run_cli: Callable[..
     assert not any(module.startswith("tfcompile.compiler.local_run") for module in modules)
 
 
-# The emitter as it was before it fed events directly: ruamel's representer and serializer.
+# The emitter as it was before it fed events directly: ruamel's representer and serializer,
+# given the styles the writer chooses. It checks that the writer's two paths (events, direct
+# layout) write the same bytes; that those bytes read back right is tests/test_yaml_output.py's
+# property, checked with readers that share none of these rules.
 _YAML_1_1 = VersionedResolver(version=(1, 1))
 _YAML_1_2 = VersionedResolver(version=(1, 2))
 
@@ -164,11 +172,25 @@ def _reference_dump(document: Mapping[str, Any]) -> str:
             for resolver in (_YAML_1_1, _YAML_1_2)
         )
 
+    def escaped(text: str) -> bool:
+        return any(character in "\r\x7f\x85\u2028\u2029\ufeff"
+                   or (unicodedata.category(character) == "Cc" and character not in "\t\n")
+                   for character in text)
+
+    def prepare_key(key: Any) -> Any:
+        if isinstance(key, str) and escaped(key):
+            return DoubleQuotedScalarString(key)
+        if isinstance(key, str) and not string_everywhere(key):
+            return SingleQuotedScalarString(key)
+        return key
+
     def prepare(value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {key: prepare(item) for key, item in value.items()}
+            return {prepare_key(key): prepare(item) for key, item in value.items()}
         if isinstance(value, list):
             return [prepare(item) for item in value]
+        if isinstance(value, str) and escaped(value):
+            return DoubleQuotedScalarString(value)
         block_safe = not any(line != line.rstrip(" \t") for line in str(value).split("\n"))
         if isinstance(value, str) and "\n" in value and block_safe and "\r" not in value:
             return LiteralScalarString(value)

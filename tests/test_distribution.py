@@ -1,0 +1,40 @@
+"""What `pip install` of this repository ships, built the way pip builds it.
+
+A user installs tfcompile from its git repository; the wheel is what lands in site-packages.
+It must hold the packages under their import names (no top-level `spec` or `compiler`), the
+files the commands read at run time (the JSON Schema, the scaffold's templates, the Kustomize
+Components), and the build must not print setuptools warnings, which read like a broken
+package.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tests.conftest import REPOSITORY
+
+
+def test_the_wheel_ships_the_packages_and_their_files_and_builds_without_warnings(
+        tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--wheel-dir", str(tmp_path), str(REPOSITORY)],
+        capture_output=True, text=True, check=False, timeout=300,
+        cwd=tmp_path, env={"PATH": str(Path(sys.executable).parent), "HOME": str(tmp_path)},
+    )
+    assert built.returncode == 0, built.stderr
+    assert "warning" not in (built.stdout + built.stderr).lower(), built.stderr
+    (wheel,) = tmp_path.glob("tfcompile-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    top_level = {name.split("/")[0] for name in names}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"tfcompile"}
+    for shipped in ("tfcompile/spec/trainingjob.schema.json",
+                    "tfcompile/compiler/scaffold_files/applicationset.yaml",
+                    "tfcompile/compiler/scaffold_files/health.lua",
+                    "tfcompile/overlays/gpu/kustomization.yaml",
+                    "tfcompile/overlays/azure/kustomization.yaml",
+                    "tfcompile/spec/py.typed", "tfcompile/compiler/py.typed"):
+        assert shipped in names
