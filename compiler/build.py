@@ -25,6 +25,7 @@ from .build_record import (
     script_digest,
 )
 from .compile import CompiledJob, compile_job
+from .output_location import OutputLocation
 from .output_tree import Plan, plan
 from .text_spool import TextSpool
 
@@ -47,8 +48,9 @@ def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> 
     return problems
 
 
-def _relative(target: Path, start: Path) -> str:
-    return Path(os.path.relpath(target.resolve(), start.resolve())).as_posix()
+def _relative(target: Path, start: str) -> str:
+    """`target` (resolved) relative to `start`, a path without links."""
+    return Path(os.path.relpath(target.resolve(), start)).as_posix()
 
 
 @dataclass(frozen=True)
@@ -62,25 +64,30 @@ class Compilation:
     inputs: list[JobInput] = field(default_factory=list)
 
 
-def compile_inputs(settings: BuildSettings,
-                   reusable: Mapping[Path, Reusable] | None = None) -> Compilation:
+def compile_inputs(settings: BuildSettings, reusable: Mapping[Path, Reusable] | None = None,
+                   output: str | None = None) -> Compilation:
     """Compile every job found in the inputs, or raise one `SpecError` with every problem.
 
-    The jobs of `reusable` spec files (by the up-to-date record, `build_record.reusable`) are
-    taken from the output tree instead of being loaded and compiled; when one of their names
-    is also defined by a file that is loaded, everything is loaded, to report that as always."""
+    `output` is the output directory's path without links (`output_location`), from which
+    each job's kustomization names its spec and overlays; by default `settings.output`
+    resolved. The jobs of `reusable` spec files (by the up-to-date record,
+    `build_record.reusable`) are taken from the output tree instead of being loaded and
+    compiled; when one of their names is also defined by a file that is loaded, everything is
+    loaded, to report that as always. Which jobs a reused file defines is left out of
+    `Compilation.defined`: what is pruned is never decided by the record."""
     found = list(dict.fromkeys(discover(settings.inputs)))
     discovered = set(found)
     reused = {path: item for path, item in (reusable or {}).items() if path in discovered}
-    compilation = _compile_files(settings, found, reused)
+    real_output = output if output is not None else os.fspath(settings.output.resolve())
+    compilation = _compile_files(settings, found, reused, real_output)
     if compilation is None:
-        compilation = _compile_files(settings, found, {})
+        compilation = _compile_files(settings, found, {}, real_output)
     assert compilation is not None
     return compilation
 
 
 def _compile_files(settings: BuildSettings, found: Sequence[Path],
-                   reused: Mapping[Path, Reusable]) -> Compilation | None:
+                   reused: Mapping[Path, Reusable], output: str) -> Compilation | None:
     """Load and compile the files `found` one at a time, keeping of each job only its files
     (in a `TextSpool`) and what the record needs, so that memory does not grow with the number
     of jobs. Problems are reported as if every file were loaded first: those of loading (all
@@ -125,7 +132,7 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
                                    script_digest(job.script), tuple(job.job.spec.overlays)))
             if load_problems or twice:
                 continue  # only the problems of loading will be reported: compile nothing
-            result = _compile(settings, job, available, compile_problems)
+            result = _compile(settings, job, available, compile_problems, output)
             if result is not None and not compile_problems:
                 compiled.append(CompiledJob(result.name, [], spool.keep(result.files)))
     if load_problems or twice:
@@ -133,7 +140,6 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
     if compile_problems:
         raise SpecError(compile_problems)
     for path, item in reused.items():
-        defined[path.resolve()] = set(item.spec.jobs)
         specs[path] = item.spec
         inputs.extend(item.jobs)
         compiled.extend(CompiledJob(name, [], files) for name, files in item.outputs.items())
@@ -143,13 +149,13 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
 
 
 def _compile(settings: BuildSettings, job: LoadedJob, available: list[str],
-             problems: list[LocatedProblem]) -> CompiledJob | None:
+             problems: list[LocatedProblem], output: str) -> CompiledJob | None:
     """One job compiled, or None with its problems added to `problems`."""
     overlay_problems = _check_overlays(job, available, settings.overlays)
     if overlay_problems:
         problems.extend(job.locate(problem) for problem in overlay_problems)
         return None
-    directory = settings.output / job.job.metadata.name
+    directory = os.path.join(output, job.job.metadata.name)
     components = [_relative(settings.overlays / name, directory)
                   for name in job.job.spec.overlays]
     try:
@@ -164,7 +170,9 @@ def compile_all(settings: BuildSettings) -> list[CompiledJob]:
     return compile_inputs(settings).jobs
 
 
-def build_plan(settings: BuildSettings, compilation: Compilation | None = None) -> Plan:
-    """The plan for the output tree as it is now (call under the tree's lock to write it)."""
-    compilation = compilation or compile_inputs(settings)
-    return plan(settings.output, compilation.jobs, compilation.defined)
+def build_plan(settings: BuildSettings, location: OutputLocation,
+               compilation: Compilation | None = None) -> Plan:
+    """The plan for the output tree at `location` as it is now (`output_lock.locked` gives
+    it, under the tree's lock)."""
+    compilation = compilation or compile_inputs(settings, output=location.real)
+    return plan(location, compilation.jobs, compilation.defined)

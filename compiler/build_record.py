@@ -21,6 +21,7 @@ ignored, and one that is out of date only costs the look.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,13 +37,15 @@ from tfcompile.spec.discovery import discover
 from tfcompile.spec.problems import display_path
 from tfcompile.spec.scripts import Script, read_script
 
+from .directory_handles import Directory
 from .generated_mark import KUSTOMIZATION_FILE, recorded_source
-from .output_errors import OutputEnvironmentError
-from .output_ownership import entries, read_regular
+from .output_errors import OutputEnvironmentError, OutputRefused
+from .output_location import OutputLocation
+from .output_ownership import recorded_spec
+from .record_format import RECORD_FORMAT, RecordIgnored, parse_record, read_record_file
 from .text_spool import TextSpool
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
-RECORD_FORMAT = 1
 MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
 """Larger specs are not digested here (the loader refuses them anyway)."""
 
@@ -173,7 +176,8 @@ def _record_path(settings: BuildSettings) -> Path | None:
 
 
 def save(settings: BuildSettings, environment: str, specs: Sequence[SpecInput],
-         jobs: Sequence[JobInput], outputs: Mapping[str, Mapping[str, str]]) -> None:
+         jobs: Sequence[JobInput], outputs: Mapping[str, Mapping[str, str]],
+         location: OutputLocation) -> None:
     """Record a build whose output tree now holds `outputs` (job -> file name -> text), all of
     it compiled from `specs` and `jobs` as read; call under the tree's lock."""
     path = _record_path(settings)
@@ -183,7 +187,7 @@ def save(settings: BuildSettings, environment: str, specs: Sequence[SpecInput],
         "format": RECORD_FORMAT,
         "arguments": _arguments(settings),
         "environment": environment,
-        "output": os.path.realpath(settings.output),
+        "output": location.real,
         "overlays": os.path.realpath(settings.overlays),
         "specs": [{"path": str(spec.path), "resolved": os.path.realpath(spec.path),
                    "digest": spec.digest, "jobs": list(spec.jobs)} for spec in specs],
@@ -202,24 +206,28 @@ def save(settings: BuildSettings, environment: str, specs: Sequence[SpecInput],
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(record, handle)
         os.replace(temporary, path)
-    except OSError:
-        return  # the record only saves time: a build never fails for want of it
+    except OSError:  # the record only saves time: a build never fails for want of it
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
-def _read_record(settings: BuildSettings, environment: str) -> dict[str, Any] | None:
+def read_record(settings: BuildSettings, environment: str
+                ) -> tuple[dict[str, Any] | None, str | None]:
+    """The record of the last build with these settings, when there is one that this
+    tfcompile wrote for this environment; else None, with a note when a record was there but
+    is not one tfcompile reads (saying what it is not, never what it holds)."""
     path = _record_path(settings)
     if path is None:
-        return None
+        return None, None
     try:
-        with open(path, encoding="utf-8") as handle:
-            record: Any = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if (not isinstance(record, dict) or record.get("format") != RECORD_FORMAT
-            or record.get("arguments") != _arguments(settings)
-            or record.get("environment") != environment):
-        return None
-    return record
+        data = read_record_file(path)
+        record = parse_record(data) if data is not None else None
+    except RecordIgnored as ignored:
+        return None, f"ignored the up-to-date record {path}: {ignored.reason}"
+    if (record is None or record["arguments"] != _arguments(settings)
+            or record["environment"] != environment):
+        return None, None
+    return record, None
 
 
 def _spec_digest(path: Path) -> str | None:
@@ -245,26 +253,33 @@ def _script_matches(job: dict[str, Any]) -> bool:
     return not problems and script is not None and script_digest(script) == job["scriptDigest"]
 
 
-def _job_output(output: Path, job: dict[str, Any], resolved_spec: str) -> dict[str, str] | None:
+def _named_spec(directory: Directory, text: str | None) -> str | None:
+    """The spec (resolved) a job directory's kustomization names as its source, if any."""
+    source = recorded_source(text.split("\n", 1)[0]) if text is not None else None
+    return os.path.realpath(recorded_spec(directory.real, source)) if source else None
+
+
+def _job_output(output: Directory, job: dict[str, Any], resolved_spec: str
+                ) -> dict[str, str] | None:
     """The texts of a job's output directory when it holds exactly the recorded files, regular
     files with the recorded digests, and its kustomization names the recorded spec."""
-    directory = output / str(job["name"])
     files: dict[str, str] = job["files"]
-    if not stat.S_ISDIR(os.lstat(directory).st_mode):
+    directory = output.open(job["name"])
+    if directory is None:
         return None
-    present = entries(directory)
-    if set(present) != set(files) or not all(stat.S_ISREG(status.st_mode)
-                                             for status in present.values()):
-        return None
-    texts = {}
-    for name, digest in files.items():
-        text = read_regular(directory / name)
-        if text is None or _digest(text.encode("utf-8")) != digest:
+    with directory:
+        present = directory.entries()
+        if set(present) != set(files) or not all(stat.S_ISREG(status.st_mode)
+                                                 for status in present.values()):
             return None
-        texts[name] = text
-    source = recorded_source(texts[KUSTOMIZATION_FILE].split("\n", 1)[0])
-    if source is None or os.path.realpath(os.path.join(directory, source)) != resolved_spec:
-        return None
+        texts = {}
+        for name, digest in files.items():
+            text = directory.read(name)
+            if text is None or _digest(text.encode("utf-8")) != digest:
+                return None
+            texts[name] = text
+        if _named_spec(directory, texts[KUSTOMIZATION_FILE]) != resolved_spec:
+            return None
     return texts
 
 
@@ -279,17 +294,16 @@ class Reusable:
     """Job name -> file name -> text, as read from the output tree (kept in a spool)."""
 
 
-def _reusable_spec(settings: BuildSettings, spec: dict[str, Any], jobs: list[dict[str, Any]],
+def _reusable_spec(output: Directory, spec: dict[str, Any], jobs: list[dict[str, Any]],
                    available: set[str], spool: TextSpool) -> Reusable | None:
     path = Path(spec["path"])
-    if (os.path.realpath(path) != spec["resolved"] or _spec_digest(path) != spec["digest"]
-            or sorted(spec["jobs"]) != sorted(job["name"] for job in jobs)):
+    if os.path.realpath(path) != spec["resolved"] or _spec_digest(path) != spec["digest"]:
         return None
     outputs: dict[str, Mapping[str, str]] = {}
     for job in jobs:
         if not set(job["overlays"]) <= available or not _script_matches(job):
             return None
-        texts = _job_output(settings.output, job, spec["resolved"])
+        texts = _job_output(output, job, spec["resolved"])
         if texts is None:
             return None
         outputs[str(job["name"])] = spool.keep(texts)
@@ -300,48 +314,75 @@ def _reusable_spec(settings: BuildSettings, spec: dict[str, Any], jobs: list[dic
         outputs)
 
 
-def reusable(settings: BuildSettings, environment: str) -> dict[Path, Reusable]:
-    """The spec files (as found) that need no compiling, by the record (call under the tree's
-    lock); the others are loaded and compiled, and the output tree is planned as always."""
-    record = _read_record(settings, environment)
-    if record is None:
+def reusable(settings: BuildSettings, record: dict[str, Any] | None,
+             location: OutputLocation) -> dict[Path, Reusable]:
+    """The spec files (as found) that need no compiling, by `record` (from `read_record`;
+    call under the tree's lock); the others are loaded and compiled, and the output tree is
+    planned as always."""
+    if record is None or location.directory is None:
         return {}
     try:
-        return _reusable(settings, record)
-    except (OSError, OutputEnvironmentError, KeyError, TypeError, ValueError):
+        return _reusable(settings, record, location.directory)
+    except (OSError, OutputEnvironmentError, OutputRefused):
         return {}  # unreadable here: the full build says so, or finds nothing wrong
 
 
-def _reusable(settings: BuildSettings, record: dict[str, Any]) -> dict[Path, Reusable]:
-    if (os.path.realpath(settings.output) != record["output"]
-            or os.path.realpath(settings.overlays) != record["overlays"]
-            or not stat.S_ISDIR(os.lstat(settings.output).st_mode)):
+def _specs_named_elsewhere(output: Directory, record: dict[str, Any]) -> set[str]:
+    """The specs (resolved) that a job directory not among the record's jobs names as its
+    source: the record does not say all that such a spec defines, so it is not trusted."""
+    recorded = {job["name"] for job in record["jobs"]}
+    named = set()
+    for name, status in output.entries().items():
+        if name in recorded or name.startswith(".") or not stat.S_ISDIR(status.st_mode):
+            continue
+        try:
+            directory = output.open(name)
+        except OutputRefused:
+            continue
+        if directory is not None:
+            with directory:
+                spec = _named_spec(directory, directory.read(KUSTOMIZATION_FILE))
+            if spec is not None:
+                named.add(spec)
+    return named
+
+
+def _reusable(settings: BuildSettings, record: dict[str, Any],
+              output: Directory) -> dict[Path, Reusable]:
+    if (output.real != record["output"]
+            or os.path.realpath(settings.overlays) != record["overlays"]):
         return {}
     available = set(available_overlays(settings.overlays))
     spool = TextSpool()
     by_source: dict[str, list[dict[str, Any]]] = {}
     for job in record["jobs"]:
         by_source.setdefault(job["source"], []).append(job)
+    named_elsewhere = _specs_named_elsewhere(output, record)
     found = {}
     for spec in record["specs"]:
-        reused = _reusable_spec(settings, spec, by_source.get(spec["path"], []), available,
+        if spec["resolved"] in named_elsewhere:
+            continue
+        reused = _reusable_spec(output, spec, by_source.get(spec["path"], []), available,
                                 spool)
         if reused is not None:
             found[reused.spec.path] = reused
     return found
 
 
-def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable]) -> int | None:
+def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable],
+               location: OutputLocation) -> int | None:
     """The number of jobs when every job file found is `reusable` and the output directory
     holds their job directories and nothing else: the output is current. None when the build
     has to load something (call under the tree's lock)."""
     try:
-        if not reusable or not all(path.exists() for path in settings.inputs):
+        if not reusable or location.directory is None:
+            return None
+        if not all(path.exists() for path in settings.inputs):
             return None
         if set(dict.fromkeys(discover(settings.inputs))) != set(reusable):
             return None
         names = [name for item in reusable.values() for name in item.spec.jobs]
-        if set(entries(settings.output)) != set(names):
+        if set(location.directory.entries()) != set(names):
             return None  # a foreign entry, a job directory to prune, a killed build's leftover
     except (OSError, OutputEnvironmentError):
         return None

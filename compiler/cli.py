@@ -24,6 +24,7 @@ from .output_errors import OutputEnvironmentError, OutputRefused
 
 if TYPE_CHECKING:
     from .build_record import BuildSettings, Reusable
+    from .output_location import OutputLocation
     from .output_tree import Plan
 
 EXIT_OK = 0
@@ -36,6 +37,7 @@ def _build(arguments: argparse.Namespace) -> int:
         BuildSettings,
         cache_directory,
         environment_digest,
+        read_record,
         reusable,
         up_to_date,
     )
@@ -46,24 +48,26 @@ def _build(arguments: argparse.Namespace) -> int:
         output=Path(arguments.output),
         overlays=Path(arguments.overlays),
     )
-    with locked(settings.output, exclusive=not arguments.check):
+    with locked(settings.output, exclusive=not arguments.check) as location:
         # Specs are read under the lock too: of two builds at once, the later sees the newer.
         # Without a place for records, none is read or written: the digest would go unused.
         environment = environment_digest() if cache_directory() is not None else ""
-        unchanged = reusable(settings, environment)
-        current = up_to_date(settings, unchanged)
+        if arguments.check:  # only compiling shows that the output is current: no record
+            return _full_build(arguments, settings, environment, {}, location)
+        record, note = read_record(settings, environment)
+        if note is not None:
+            print(f"tfcompile: note: {note}; building without it", file=sys.stderr)
+        unchanged = reusable(settings, record, location)
+        current = up_to_date(settings, unchanged, location)
         if current is not None:  # nothing changed since the recorded build: no spec is loaded
-            if arguments.check:
-                print(f"tfcompile: {settings.output} is up to date", file=sys.stderr)
-            else:
-                print(f"tfcompile: built {current} job(s) into {settings.output} "
-                      "(0 file(s) changed)", file=sys.stderr)
+            print(f"tfcompile: built {current} job(s) into {settings.output} "
+                  "(0 file(s) changed)", file=sys.stderr)
             return EXIT_OK
-        return _full_build(arguments, settings, environment, unchanged)
+        return _full_build(arguments, settings, environment, unchanged, location)
 
 
 def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environment: str,
-                unchanged: Mapping[Path, Reusable]) -> int:
+                unchanged: Mapping[Path, Reusable], location: OutputLocation) -> int:
     """Load and compile every job (those `unchanged` are read from the output tree instead),
     plan the output tree (under its lock), then write or check."""
     from tfcompile.spec.loading import display_path
@@ -73,8 +77,8 @@ def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environm
     from .immutable_fields import immutable_changes
     from .output_tree import write
 
-    compilation = compile_inputs(settings, unchanged)
-    changes = build_plan(settings, compilation)
+    compilation = compile_inputs(settings, unchanged, location.real)
+    changes = build_plan(settings, location, compilation)
     if not compilation.jobs and not changes.prunes:
         shown = ", ".join(display_path(path) for path in settings.inputs)
         print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
@@ -90,10 +94,11 @@ def _full_build(arguments: argparse.Namespace, settings: BuildSettings, environm
     if arguments.check:
         status = _report_check(settings, changes)
         if status == EXIT_OK:
-            save(settings, environment, compilation.specs, compilation.inputs, outputs)
+            save(settings, environment, compilation.specs, compilation.inputs, outputs,
+                 location)
         return status
     changed = write(changes)
-    save(settings, environment, compilation.specs, compilation.inputs, outputs)
+    save(settings, environment, compilation.specs, compilation.inputs, outputs, location)
     _report_prunes(changes, "pruned")
     print(
         f"tfcompile: built {len(compilation.jobs)} job(s) into {settings.output} "
@@ -209,8 +214,8 @@ def _init(arguments: argparse.Namespace) -> int:
         print(f"tfcompile: {requirement.note}", file=sys.stderr)
     settings = BuildSettings(inputs=[directory / "jobs"], output=directory / "output",
                              overlays=directory / "overlays")
-    with locked(settings.output, exclusive=True):
-        compiled = write(build_plan(settings))
+    with locked(settings.output, exclusive=True) as location:
+        compiled = write(build_plan(settings, location))
     print(f"tfcompile: wrote {len(written)} files and compiled {len(compiled)} into {directory}; "
           "next: put your repository URL into deploy/, commit, and read "
           "jobs/example/job.yaml", file=sys.stderr)

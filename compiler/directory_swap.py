@@ -1,8 +1,10 @@
 """Putting a finished directory in place of another without a moment where neither is there.
 
-Linux's renameat2(2) swaps two paths atomically (RENAME_EXCHANGE) and refuses to replace an
-existing one (RENAME_NOREPLACE). Where it is missing (another system, or a file system without
-it), `exchange` returns False and the caller replaces file by file instead.
+Linux's renameat2(2) swaps two entries atomically (RENAME_EXCHANGE) and refuses to replace an
+existing one (RENAME_NOREPLACE). Both names are looked up in a directory the caller holds open
+(`directory_handles`), and renaming never follows a link: an entry that is a link is moved
+itself. Where renameat2 is missing (another system, or a file system without it), `exchange`
+returns False and the caller replaces file by file instead.
 """
 
 from __future__ import annotations
@@ -10,11 +12,9 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from pathlib import Path
 
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
 _UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP}
 
 
@@ -32,27 +32,32 @@ def _renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 _FUNCTION = _renameat2()
 
 
-def _call(source: Path, target: Path, flags: int) -> bool:
+def _call(directory: int, source: str, target: str, flags: int) -> bool:
     """True when done, False when the system cannot do it; raises OSError otherwise."""
     if _FUNCTION is None:
         return False
-    if _FUNCTION(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+    if _FUNCTION(directory, os.fsencode(source), directory, os.fsencode(target), flags) == 0:
         return True
     code = ctypes.get_errno()
     if code in _UNSUPPORTED:
         return False
-    raise OSError(code, os.strerror(code), os.fspath(target))
+    raise OSError(code, os.strerror(code), target)
 
 
-def exchange(first: Path, second: Path) -> bool:
-    """Swap two existing directories atomically; False when this system cannot."""
-    return _call(first, second, RENAME_EXCHANGE)
+def exchange(directory: int, first: str, second: str) -> bool:
+    """Swap two existing entries of the open `directory` atomically; False when this system
+    cannot."""
+    return _call(directory, first, second, RENAME_EXCHANGE)
 
 
-def move_into_place(source: Path, target: Path) -> None:
-    """Rename `source` to `target`, which must not exist (never replaces an empty directory)."""
-    if _call(source, target, RENAME_NOREPLACE):
+def move_into_place(directory: int, source: str, target: str) -> None:
+    """Rename `source` to `target` in the open `directory`; `target` must not exist (an empty
+    directory there is not replaced)."""
+    if _call(directory, source, target, RENAME_NOREPLACE):
         return
-    if os.path.lexists(target):
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.fspath(target))
-    os.rename(source, target)
+    try:
+        os.stat(target, dir_fd=directory, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(source, target, src_dir_fd=directory, dst_dir_fd=directory)
+        return
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), target)

@@ -57,19 +57,20 @@ def immutable_changes(changes: Plan) -> list[ImmutableChange]:
     found = []
     for path in changes.changed:
         text = changes.writes.get(path)
-        target = changes.output / path
-        if text is None or not target.is_file():
+        committed = changes.current(path) if text is not None else None
+        if text is None or committed is None:
             continue  # removed, or new: nothing to update in place
         new = _load(text)
         if new is None or new.get("kind") != "StatefulSet":
             continue
-        old = _load(target.read_text(encoding="utf-8"))
+        old = _load(committed)
         if old is None or old.get("kind") != "StatefulSet":
             continue
         old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
         fields = [f for f in IMMUTABLE_FIELDS if old_spec.get(f) != new_spec.get(f)]
         if fields:
             metadata = new.get("metadata") or {}
-            found.append(ImmutableChange(path=str(target), name=str(metadata.get("name")),
+            found.append(ImmutableChange(path=str(changes.output / path),
+                                         name=str(metadata.get("name")),
                                          namespace=metadata.get("namespace"), fields=fields))
     return found

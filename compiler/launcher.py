@@ -69,6 +69,10 @@ RECORD_PATTERN = (
 """Every value the launcher records for its task (`State.record`): `succeeded <revision>`, or
 `failed <revision> exit <status> after <restarts> restarts`. A regular expression that RE2 (the
 API server's, for the launcher policy) and Python read alike."""
+FAILED_REVISION_KEY = "failed-revision"
+FAILED_TASK_KEY = "failed-task"
+"""Beside a final failure's record, for the Argo CD health check (which compares by equality
+alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
 
 PROGRAM = '''\
 """tfcompile launcher: runs the training command of one TensorFlow task in a StatefulSet pod.
@@ -152,9 +156,9 @@ class ApiServer:
     def records(self, name):
         return self.call("GET", self.config_map_path(name)).get("data") or {}
 
-    def record(self, name, key, value):
+    def record(self, name, entries):
         self.call("PATCH", self.config_map_path(name) + "?fieldManager=tfcompile-launcher",
-                  {"data": {key: value}})
+                  {"data": entries})
 
     def scale_to_zero(self, statefulset):
         path = ("/apis/apps/v1/namespaces/" + self.namespace + "/statefulsets/" + statefulset
@@ -279,11 +283,17 @@ class State:
     def record(self, outcome, detail=""):
         with open(self.marker(outcome), "w") as marker:
             marker.write(detail + "\\n")
-        value = " ".join(part for part in (outcome, self.revision, detail) if part)
-        self.records[self.task] = value
+        entries = {self.task: " ".join(part for part in (outcome, self.revision, detail)
+                                       if part)}
+        if outcome == "failed":
+            # What the Argo CD health check reads with equality alone (it has no string
+            # library): the revision that failed, and the task that failed last, with why.
+            entries["failed-revision"] = self.revision
+            entries["failed-task"] = self.task + " (" + detail + ")"
+        self.records.update(entries)
         if self.api is not None:
             try:
-                self.api.record(self.settings["stateConfigMap"], self.task, value)
+                self.api.record(self.settings["stateConfigMap"], entries)
             except (OSError, ValueError) as error:
                 say("could not record " + outcome + " in the API server (" + describe(error)
                     + "); a recreated pod will not know it")

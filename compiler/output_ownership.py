@@ -4,7 +4,9 @@ A job directory is tfcompile's when its kustomization.yaml starts with the gener
 files are that kustomization and the resources it lists. The mark names the spec the job was
 compiled from, relative to the job directory: a directory is pruned only when that spec is gone
 or no longer defines the job, so building some jobs never touches the others. Nothing here
-follows a symbolic link: entries are looked at with lstat and files opened with O_NOFOLLOW.
+follows a symbolic link: job directories are read through `directory_handles`, and the spec a
+job directory names is found lexically from the directory's path without links, so a directory
+swapped for a link while a build runs cannot make another spec (or none) its source.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .directory_handles import Directory
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source
-from .output_errors import OutputEnvironmentError, shown
+from .output_errors import shown
 
 MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
 """A recorded source larger than this is not read; the job directory is then kept."""
@@ -26,43 +29,13 @@ MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
 _MISSING = {errno.ENOENT, errno.ENOTDIR}
 
 
-def entries(directory: Path) -> dict[str, os.stat_result]:
-    """The entries of a directory, by name, as lstat sees them (links are not followed)."""
-    try:
-        with os.scandir(directory) as listing:
-            return {entry.name: entry.stat(follow_symlinks=False) for entry in listing}
-    except OSError as error:
-        raise OutputEnvironmentError("read", directory, error) from None
-
-
-def read_regular(path: Path) -> str | None:
-    """A regular file's text; None when it is missing, a link, not a file or not UTF-8."""
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError as error:
-        if error.errno in (*_MISSING, errno.ELOOP, errno.EISDIR, errno.ENXIO):
-            return None
-        raise OutputEnvironmentError("read", path, error) from None
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return None
-        with os.fdopen(descriptor, "rb", closefd=False) as handle:
-            data = handle.read()
-    except OSError as error:
-        raise OutputEnvironmentError("read", path, error) from None
-    finally:
-        os.close(descriptor)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 @dataclass(frozen=True)
 class JobDirectory:
-    """A directory tfcompile generated: its files and the spec it was compiled from."""
+    """A directory tfcompile generated: how it is shown, its path without links, its files
+    and the spec it was compiled from (relative to it)."""
 
     path: Path
+    real: str
     files: list[str]
     source: str | None
 
@@ -71,9 +44,9 @@ class JobDirectory:
         return self.path.name
 
 
-def generated_directory(directory: Path) -> JobDirectory | None:
+def generated_directory(directory: Directory) -> JobDirectory | None:
     """The directory as tfcompile's, or None when it did not generate it."""
-    text = read_regular(directory / KUSTOMIZATION_FILE)
+    text = directory.read(KUSTOMIZATION_FILE)
     if text is None:
         return None
     first = text.split("\n", 1)[0]
@@ -92,20 +65,20 @@ def generated_directory(directory: Path) -> JobDirectory | None:
                 and "\\" not in resource and not resource.startswith(".")
                 and resource not in files):
             files.append(resource)
-    return JobDirectory(directory, files, recorded_source(first))
+    return JobDirectory(directory.path, directory.real, files, recorded_source(first))
 
 
-def owned_files(job_directory: Path) -> list[str] | None:
-    """tfcompile's files in a directory it generated (None when it did not generate it)."""
-    generated = generated_directory(job_directory)
-    return generated.files if generated is not None else None
+def recorded_spec(job_directory: str, source: str) -> Path:
+    """The spec a job directory names (`source`, relative to it), from the directory's path
+    without links, `..` taken lexically: never through the output tree's names again."""
+    return Path(os.path.normpath(os.path.join(job_directory, source)))
 
 
 def source_path(directory: JobDirectory) -> Path | None:
-    """The recorded spec, as a path from the working directory."""
+    """The recorded spec, as an absolute path."""
     if directory.source is None:
         return None
-    return Path(os.path.join(directory.path, directory.source))
+    return recorded_spec(directory.real, directory.source)
 
 
 def jobs_defined_in(path: Path) -> frozenset[str] | None:
@@ -114,10 +87,14 @@ def jobs_defined_in(path: Path) -> frozenset[str] | None:
     from ruamel.yaml import YAML
 
     try:
-        if os.stat(path).st_size > MAXIMUM_SPEC_BYTES:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(descriptor, "rb") as handle:  # a FIFO or a device is no spec
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None
+            data = handle.read(MAXIMUM_SPEC_BYTES + 1)
+        if len(data) > MAXIMUM_SPEC_BYTES:
             return None
-        text = path.read_text(encoding="utf-8")
-        documents: list[Any] = list(YAML(typ="safe", pure=True).load_all(text))
+        documents: list[Any] = list(YAML(typ="safe", pure=True).load_all(data.decode("utf-8")))
     except Exception:
         return None
     names = set()
@@ -136,7 +113,7 @@ def still_defines(directory: JobDirectory,
     source = source_path(directory)
     if source is None:
         return None, ""
-    display = shown(os.path.normpath(source))
+    display = shown(source)
     try:
         os.stat(source)
     except OSError as error:

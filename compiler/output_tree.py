@@ -13,13 +13,20 @@ sees a job directory whole, old or new, and `output/` itself is never replaced. 
 staged before the first swap, so a failure while writing (a full disk, a read-only tree) leaves
 the tree as it was. Leftovers of a killed build (`.tfcompile-*` entries in the output directory)
 are removed by the next build.
+
+Nothing outside the output directory is written, moved, changed or deleted: the plan reads and
+the write works in the directories `output_location` and `directory_handles` opened without
+following a link, by names inside them, never through a path again. A job directory swapped
+for a link (or another directory) while a build runs is refused when it is opened, and when a
+swap moved out something other than the directory the build staged from, the swap is undone
+and the build refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,15 +34,15 @@ from functools import cached_property
 from pathlib import Path
 
 from .compile import KUSTOMIZATION_FILE, CompiledJob
+from .directory_handles import Directory
 from .directory_swap import exchange, move_into_place
 from .generated_mark import recorded_source
 from .output_errors import OutputEnvironmentError, OutputRefused, shown
+from .output_location import OutputLocation
 from .output_ownership import (
     JobDirectory,
-    entries,
     generated_directory,
     jobs_defined_in,
-    read_regular,
     source_path,
     still_defines,
 )
@@ -85,55 +92,78 @@ class Plan:
     """Changes to the output directory: relative path -> new text, paths to remove, the job
     directories pruned (and why), and per job the entries it holds that tfcompile keeps."""
 
-    output: Path
+    location: OutputLocation
     writes: PlannedTexts
     removals: list[str]
     prunes: list[Prune] = field(default_factory=list)
     kept: dict[str, list[str]] = field(default_factory=dict)
 
+    @property
+    def output(self) -> Path:
+        """The output directory as the user named it."""
+        return self.location.path
+
+    def current(self, relative: str) -> str | None:
+        """The text at `relative` (`job/file`) in the output directory now, if any."""
+        job, _, name = relative.partition("/")
+        with _job_directory(self.location, job) as directory:
+            return directory.read(name) if directory is not None else None
+
     @cached_property
     def changed(self) -> list[str]:
         """Paths whose content would change, sorted (read once)."""
-        paths = [p for p, text in self.writes.items() if _read(self.output / p) != text]
+        paths: list[str] = []
+        for job, files in self.writes.jobs.items():
+            with _job_directory(self.location, job) as directory:
+                paths.extend(f"{job}/{name}" for name, text in files.items()
+                             if (directory.read(name) if directory else None) != text)
         return sorted([*paths, *self.removals])
 
     def changed_jobs(self) -> list[str]:
         return sorted({path.split("/", 1)[0] for path in self.changed})
 
 
-def _read(path: Path) -> str | None:
-    return read_regular(path)
+@contextlib.contextmanager
+def _job_directory(location: OutputLocation, job: str) -> Iterator[Directory | None]:
+    """A job directory, open (None when the output directory or it is missing)."""
+    directory = location.directory.open(job) if location.directory is not None else None
+    try:
+        yield directory
+    finally:
+        if directory is not None:
+            directory.close()
 
 
 def _is_link(status: os.stat_result) -> bool:
     return stat.S_ISLNK(status.st_mode)
 
 
-def _plan_built_job(output: Path, job: CompiledJob, source: Path | None,
+def _plan_built_job(output: Directory, job: CompiledJob, source: Path | None,
                     defined: Mapping[Path, frozenset[str]], refusals: list[str]
                     ) -> tuple[list[str], list[str]]:
     """Check that `job` may be written; its removals and the entries kept."""
-    directory = output / job.name
-    try:
-        status = os.lstat(directory)
-    except FileNotFoundError:
+    shown_as = output.path / job.name
+    status = output.status(job.name)
+    if status is None:
         return [], []
-    except OSError as error:
-        raise OutputEnvironmentError("read", directory, error) from None
     if _is_link(status):
-        refusals.append(f"{shown(directory)}: is a symbolic link; tfcompile never follows links "
+        refusals.append(f"{shown(shown_as)}: is a symbolic link; tfcompile never follows links "
                         "in the output tree: remove it, or give the job another name")
         return [], []
     if not stat.S_ISDIR(status.st_mode):
-        refusals.append(f"{shown(directory)}: is a file tfcompile did not write; move it away, "
+        refusals.append(f"{shown(shown_as)}: is a file tfcompile did not write; move it away, "
                         "or give the job another name")
         return [], []
-    present = entries(directory)
-    generated = _as_compiled(directory, job) or generated_directory(directory)
+    directory = output.open(job.name)
+    if directory is None:
+        return [], []
+    with directory:
+        present = directory.entries()
+        generated = _as_compiled(directory, job) or generated_directory(directory)
     if generated is None:
         if present:
             refusals.append(
-                f"{shown(directory)}: exists and was not written by tfcompile (its "
+                f"{shown(shown_as)}: exists and was not written by tfcompile (its "
                 f"{KUSTOMIZATION_FILE} has no 'Generated by tfcompile' mark); tfcompile does "
                 "not overwrite it: move it away, or give the job another name")
         return [], sorted(present)
@@ -143,20 +173,20 @@ def _plan_built_job(output: Path, job: CompiledJob, source: Path | None,
         holds, display = still_defines(generated, defined)
         if holds:
             refusals.append(
-                f"{shown(directory)}: was compiled from {display}, which still defines job "
+                f"{shown(shown_as)}: was compiled from {display}, which still defines job "
                 f"{job.name}; two specs name job {job.name} (the name is its output "
                 "directory): rename one, or delete it")
     owned = set(generated.files)
     foreign = sorted(name for name in job.files if name in present and name not in owned)
     if foreign:
         refusals.append(
-            f"{shown(directory)}: holds {', '.join(foreign)}, which tfcompile would write but "
+            f"{shown(shown_as)}: holds {', '.join(foreign)}, which tfcompile would write but "
             f"did not write (not listed in its {KUSTOMIZATION_FILE}); move "
             f"{'them' if len(foreign) > 1 else 'it'} away, nothing was overwritten")
     links = sorted(name for name in owned | set(job.files)
                    if name in present and _is_link(present[name]))
     if links:
-        refusals.append(f"{shown(directory)}: {', '.join(links)}: symbolic link where tfcompile "
+        refusals.append(f"{shown(shown_as)}: {', '.join(links)}: symbolic link where tfcompile "
                         "writes; it never follows links in the output tree, remove it")
     removals = sorted(name for name in owned if name not in job.files and name in present
                       and stat.S_ISREG(present[name].st_mode))
@@ -164,23 +194,56 @@ def _plan_built_job(output: Path, job: CompiledJob, source: Path | None,
     return removals, kept
 
 
-def _as_compiled(directory: Path, job: CompiledJob) -> JobDirectory | None:
+def _as_compiled(directory: Directory, job: CompiledJob) -> JobDirectory | None:
     """The job directory as `generated_directory` reads it, without parsing, when its
     kustomization is byte for byte the one `job` compiles to (it lists the job's other files)."""
-    text = _read(directory / KUSTOMIZATION_FILE)
+    text = directory.read(KUSTOMIZATION_FILE)
     if text is None or text != job.files.get(KUSTOMIZATION_FILE):
         return None
     resources = [name for name in job.files if name != KUSTOMIZATION_FILE]
-    return JobDirectory(directory, [KUSTOMIZATION_FILE, *resources],
+    return JobDirectory(directory.path, directory.real, [KUSTOMIZATION_FILE, *resources],
                         recorded_source(text.split("\n", 1)[0]))
 
 
-def plan(output: Path, jobs: Iterable[CompiledJob],
+def _plan_prune(output: Directory, name: str, defined: Mapping[Path, frozenset[str]],
+                prunes: list[Prune], removals: list[str], kept: dict[str, list[str]],
+                refusals: list[str]) -> None:
+    """Prune the directory `name` (not built) when tfcompile generated it from a spec that no
+    longer defines it."""
+    try:
+        directory = output.open(name)
+    except OutputRefused:
+        return  # no longer a directory: not tfcompile's to prune
+    if directory is None:
+        return
+    with directory:
+        generated = generated_directory(directory)
+        if generated is None:
+            return
+        holds, reason = still_defines(generated, defined)
+        if holds is not False:
+            return
+        inside = directory.entries()
+    links = sorted(f for f in generated.files if f in inside and _is_link(inside[f]))
+    if links:
+        refusals.append(f"{shown(directory.path)}: {', '.join(links)}: symbolic link where "
+                        "tfcompile would delete; it never follows links in the output "
+                        "tree, remove it")
+        return
+    prunes.append(Prune(name, reason))
+    removals.extend(f"{name}/{f}" for f in generated.files
+                    if f in inside and stat.S_ISREG(inside[f].st_mode))
+    kept[name] = sorted(f for f in inside if f not in generated.files)
+
+
+def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
          defined: Mapping[Path, frozenset[str]] | None = None) -> Plan:
     """The tree `jobs` need, and the job directories whose spec no longer defines them.
 
-    `defined` maps each spec file read (resolved) to the jobs it defines; it names each built
-    job's source. Raises `OutputRefused` with every reason the tree cannot be written."""
+    `location` is the output directory as `output_lock.locked` gives it. `defined` maps each
+    spec file read (resolved) to the jobs it defines; it names each built job's source, and
+    a job directory whose spec is not in it is judged by reading that spec. Raises
+    `OutputRefused` with every reason the tree cannot be written."""
     defined = defined or {}
     sources = {name: path for path, names in defined.items() for name in names}
     writes: dict[str, Mapping[str, str]] = {}
@@ -189,37 +252,24 @@ def plan(output: Path, jobs: Iterable[CompiledJob],
     prunes: list[Prune] = []
     refusals: list[str] = []
     built = {job.name for job in jobs}
+    output = location.directory
     for job in sorted(jobs, key=lambda job: job.name):
         writes[job.name] = job.files
+        if output is None:
+            kept[job.name] = []
+            continue
         job_removals, job_kept = _plan_built_job(output, job, sources.get(job.name), defined,
                                                  refusals)
         removals.extend(f"{job.name}/{name}" for name in job_removals)
         kept[job.name] = job_kept
-    present = entries(output) if os.path.isdir(output) and not os.path.islink(output) else {}
-    for name, status in sorted(present.items()):
+    for name, status in sorted(output.entries().items() if output is not None else []):
         if name in built or name.startswith(LEFTOVER_PREFIX) or not stat.S_ISDIR(status.st_mode):
             continue
-        directory = output / name
-        generated = generated_directory(directory)
-        if generated is None:
-            continue
-        holds, reason = still_defines(generated, defined)
-        if holds is not False:
-            continue
-        inside = entries(directory)
-        links = sorted(f for f in generated.files if f in inside and _is_link(inside[f]))
-        if links:
-            refusals.append(f"{shown(directory)}: {', '.join(links)}: symbolic link where "
-                            "tfcompile would delete; it never follows links in the output "
-                            "tree, remove it")
-            continue
-        prunes.append(Prune(name, reason))
-        removals.extend(f"{name}/{f}" for f in generated.files
-                        if f in inside and stat.S_ISREG(inside[f].st_mode))
-        kept[name] = sorted(f for f in inside if f not in generated.files)
+        assert output is not None
+        _plan_prune(output, name, defined, prunes, removals, kept, refusals)
     if refusals:
         raise OutputRefused(refusals)
-    return Plan(output=output, writes=PlannedTexts(writes), removals=sorted(removals),
+    return Plan(location=location, writes=PlannedTexts(writes), removals=sorted(removals),
                 prunes=prunes, kept=kept)
 
 
@@ -229,7 +279,7 @@ def unified_diff(changes: Plan) -> str:
 
     chunks: list[str] = []
     for relative in changes.changed:
-        old = _read(changes.output / relative) or ""
+        old = changes.current(relative) or ""
         new = changes.writes.get(relative, "")
         shown_path = (changes.output / relative).as_posix()
         chunks.extend(
@@ -243,165 +293,185 @@ def unified_diff(changes: Plan) -> str:
     return "".join(chunk if chunk.endswith("\n") else chunk + "\n" for chunk in chunks)
 
 
-def _write_file(path: Path, text: str, shown_as: Path) -> None:
-    try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                             | os.O_CLOEXEC, 0o666)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-    except OSError as error:
-        raise OutputEnvironmentError("write", shown_as, error) from None
+_SPARE_NAMES = (f"{LEFTOVER_PREFIX}gone-{os.getpid()}-{os.urandom(4).hex()}-{number}"
+                for number in itertools.count())
+"""Names a directory being removed moves its subdirectories to (`Directory.remove_tree`)."""
 
 
-def _carry_over(source: Path, target: Path) -> None:
-    """Put an entry tfcompile keeps into the staged directory without copying or following it:
-    files as hard links, links as links, directories entry by entry."""
-    status = os.lstat(source)
-    if stat.S_ISLNK(status.st_mode):
-        os.symlink(os.readlink(source), target)
-    elif stat.S_ISDIR(status.st_mode):
-        os.mkdir(target, stat.S_IMODE(status.st_mode))
-        for name in sorted(os.listdir(source)):
-            _carry_over(source / name, target / name)
-    elif stat.S_ISREG(status.st_mode):
-        try:
-            os.link(source, target, follow_symlinks=False)
-        except OSError:
-            shutil.copy2(source, target, follow_symlinks=False)
-    else:
-        raise OutputRefused([f"{shown(source)}: not a file, directory or link; tfcompile "
-                             "cannot keep it while replacing the job directory, move it away"])
+def _spare_names() -> Iterator[str]:
+    return _SPARE_NAMES
 
 
 @dataclass
 class _Staged:
     job: str
-    directory: Path
-    staging: Path | None
+    staging: str | None
+    """The name of the staged directory in the output directory (None: the job goes)."""
+    staged: tuple[int, int] | None
+    """The staged directory's identity (device, inode)."""
+    original: tuple[int, int] | None
+    """The identity of the job directory it replaces (None when there was none)."""
     files: list[str]
     """The names of the files written."""
     kept: list[str]
     done: str = ""
-    old: Path | None = None
+    old: str | None = None
+    """Where the replaced directory is, by name in the output directory."""
 
 
-def _staging_name(output: Path, kind: str, job: str) -> Path:
-    return output / f"{LEFTOVER_PREFIX}{kind}-{os.getpid()}-{job}"
+def _staging_name(kind: str, job: str) -> str:
+    return f"{LEFTOVER_PREFIX}{kind}-{os.getpid()}-{job}"
 
 
-def _stage(output: Path, changes: Plan, job: str) -> _Staged:
+def _stage(output: Directory, changes: Plan, job: str) -> _Staged:
     files = changes.writes.jobs.get(job, {})
     kept = changes.kept.get(job, [])
-    directory = output / job
-    if not files and not kept:
-        return _Staged(job, directory, None, [], kept)
-    staging = _staging_name(output, "new", job)
-    try:
-        os.mkdir(staging)
-    except OSError as error:
-        raise OutputEnvironmentError("write", directory, error) from None
-    try:
-        for name, text in files.items():
-            _write_file(staging / name, text, directory / name)
-        for name in kept:
+    with _job_directory(changes.location, job) as current:
+        original = current.identity() if current is not None else None
+        if not files and not kept:
+            return _Staged(job, None, None, original, [], kept)
+        staging = _staging_name("new", job)
+        try:
+            new = output.make(staging)
+        except OSError as error:
+            raise OutputEnvironmentError("write", output.path / job, error) from None
+        with new:
+            staged = new.identity()
             try:
-                _carry_over(directory / name, staging / name)
-            except OSError as error:
-                raise OutputEnvironmentError("keep", directory / name, error) from None
-        if os.path.isdir(directory):  # the swapped-in directory keeps the old one's mode
-            os.chmod(staging, stat.S_IMODE(os.lstat(directory).st_mode))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return _Staged(job, directory, staging, list(files), kept)
+                for name, text in files.items():
+                    new.write_new(name, text, output.path / job / name)
+                for name in kept:
+                    try:
+                        if current is None:
+                            raise FileNotFoundError(2, "No such file or directory")
+                        current.copy_entry(name, new)
+                    except OSError as error:
+                        raise OutputEnvironmentError("keep", output.path / job / name,
+                                                     error) from None
+                if current is not None:  # the swapped-in directory keeps the old one's mode
+                    new.set_mode(stat.S_IMODE(os.fstat(current.descriptor).st_mode))
+            except BaseException:
+                _discard(output, staging, staged)
+                raise
+    return _Staged(job, staging, staged, original, list(files), kept)
 
 
-def _replace_file_by_file(item: _Staged, removals: list[str]) -> None:
+def _identity(output: Directory, name: str) -> tuple[int, int] | None:
+    """The identity of the directory `name` (None when it is not a directory)."""
+    status = output.status(name)
+    if status is None or not stat.S_ISDIR(status.st_mode):
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _refuse_swapped(output: Directory, item: _Staged) -> OutputRefused:
+    return OutputRefused([f"{shown(output.path / item.job)}: was replaced (by a symbolic link "
+                          "or another directory) while tfcompile was writing it; it was put "
+                          "back, build again"])
+
+
+def _replace_file_by_file(output: Directory, item: _Staged, removals: list[str]) -> None:
     """Where directories cannot be swapped: each file replaced atomically, resources first and
     the kustomization last, so it never lists a file that is not there."""
     assert item.staging is not None
-    order = sorted(item.files, key=lambda name: name == KUSTOMIZATION_FILE)
-    for name in order:
-        os.replace(item.staging / name, item.directory / name)
-    for relative in removals:
-        (item.directory / relative.split("/", 1)[1]).unlink()
+    staging = output.open(item.staging)
+    directory = output.open(item.job)
+    try:
+        if staging is None or directory is None or directory.identity() != item.original:
+            raise _refuse_swapped(output, item)
+        order = sorted(item.files, key=lambda name: name == KUSTOMIZATION_FILE)
+        for name in order:
+            staging.replace(name, directory, name)
+        for relative in removals:
+            directory.unlink(relative.split("/", 1)[1])
+    finally:
+        for opened in (staging, directory):
+            if opened is not None:
+                opened.close()
     item.old = item.staging
 
 
-def _swap(output: Path, item: _Staged, removals: list[str]) -> None:
+def _swap(output: Directory, item: _Staged, removals: list[str]) -> None:
     if item.staging is None:
-        item.old = _staging_name(output, "old", item.job)
-        os.rename(item.directory, item.old)
+        item.old = _staging_name("old", item.job)
+        move_into_place(output.descriptor, item.job, item.old)
         item.done = "removed"
-    elif not os.path.lexists(item.directory):
-        move_into_place(item.staging, item.directory)
+    elif output.status(item.job) is None:
+        move_into_place(output.descriptor, item.staging, item.job)
         item.done = "created"
-    elif exchange(item.staging, item.directory):
+        return
+    elif exchange(output.descriptor, item.staging, item.job):
         item.old = item.staging
         item.done = "exchanged"
     else:
-        _replace_file_by_file(item, [r for r in removals if r.startswith(f"{item.job}/")])
+        _replace_file_by_file(output, item, [r for r in removals if r.startswith(f"{item.job}/")])
         item.done = "replaced"
+        return
+    if _identity(output, item.old) != item.original:
+        # What was moved out is not the directory the plan read: put it back, write nothing.
+        _undo(output, item)
+        item.done = ""
+        raise _refuse_swapped(output, item)
 
 
-def _undo(item: _Staged) -> None:
+def _undo(output: Directory, item: _Staged) -> None:
     if item.done == "removed" and item.old is not None:
-        os.rename(item.old, item.directory)
+        move_into_place(output.descriptor, item.old, item.job)
     elif item.done == "created" and item.staging is not None:
-        os.rename(item.directory, item.staging)
+        move_into_place(output.descriptor, item.job, item.staging)
     elif item.done == "exchanged" and item.staging is not None:
-        exchange(item.staging, item.directory)
+        exchange(output.descriptor, item.staging, item.job)
 
 
-def _finish(item: _Staged) -> None:
+def _discard(output: Directory, name: str, identity: tuple[int, int] | None) -> None:
+    """Remove a staged directory, if `name` still is the one staged."""
+    if identity is not None and _identity(output, name) == identity:
+        with contextlib.suppress(OSError, OutputRefused, OutputEnvironmentError):
+            output.remove_tree(name, _spare_names())
+
+
+def _finish(output: Directory, item: _Staged) -> None:
     """Remove the old directory; anything someone added to it meanwhile moves to the new one."""
-    if item.old is None or not os.path.isdir(item.old):
+    if item.old is None or _identity(output, item.old) is None:
         return
-    if item.done == "exchanged":
-        expected = set(item.files) | set(item.kept)
-        generated = generated_directory(item.old)
-        expected |= set(generated.files if generated else [])
-        for name in os.listdir(item.old):
-            if name not in expected and not os.path.lexists(item.directory / name):
-                os.rename(item.old / name, item.directory / name)
-    _remove_tree(item.old, ignore_errors=True)
+    with contextlib.suppress(OSError, OutputRefused, OutputEnvironmentError):
+        if item.done == "exchanged":
+            old, new = output.open(item.old), output.open(item.job)
+            try:
+                if old is not None and new is not None:
+                    expected = set(item.files) | set(item.kept)
+                    generated = generated_directory(old)
+                    expected |= set(generated.files if generated else [])
+                    present = new.entries()
+                    for name in old.entries():
+                        if name not in expected and name not in present:
+                            old.rename(name, new, name)
+            finally:
+                for opened in (old, new):
+                    if opened is not None:
+                        opened.close()
+        output.remove_tree(item.old, _spare_names())
 
 
-def _remove_tree(path: Path, ignore_errors: bool = False) -> None:
-    """Remove a staged or replaced directory (it may carry a read-only mode of the job's)."""
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700)
-    shutil.rmtree(path, ignore_errors=ignore_errors)
-
-
-def remove_leftovers(output: Path) -> None:
+def remove_leftovers(output: Directory) -> None:
     """Remove what a killed build left in the output directory (call under the lock)."""
-    if not os.path.isdir(output) or os.path.islink(output):
-        return
-    for name, status in entries(output).items():
+    for name in output.entries():
         if not name.startswith(LEFTOVER_PREFIX):
             continue
-        path = output / name
         try:
-            if stat.S_ISDIR(status.st_mode):
-                _remove_tree(path)
-            else:
-                path.unlink()
+            output.remove_tree(name, _spare_names())
         except OSError as error:
-            raise OutputEnvironmentError("remove", path, error) from None
+            raise OutputEnvironmentError("remove", output.path / name, error) from None
 
 
 def write(changes: Plan) -> list[str]:
     """Apply the plan (under the tree's lock); returns the changed paths."""
-    output = changes.output
-    remove_leftovers(output)
+    if changes.location.directory is not None:
+        remove_leftovers(changes.location.directory)
     changed = changes.changed
     if not changed:
         return []
-    try:
-        output.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise OutputEnvironmentError("create", output, error) from None
+    output = changes.location.create()
     staged: list[_Staged] = []
     try:
         for job in changes.changed_jobs():
@@ -410,18 +480,18 @@ def write(changes: Plan) -> list[str]:
             try:
                 _swap(output, item, changes.removals)
             except OSError as error:
-                raise OutputEnvironmentError("replace", item.directory, error) from None
+                raise OutputEnvironmentError("replace", output.path / item.job, error) from None
     except BaseException:
         for item in reversed(staged):
             try:
-                _undo(item)
+                _undo(output, item)
             except OSError:
                 continue  # the staged name may hold the old directory: the next build decides
             if item.staging is not None:
-                shutil.rmtree(item.staging, ignore_errors=True)
+                _discard(output, item.staging, item.staged)
         raise
     for item in staged:
-        _finish(item)
+        _finish(output, item)
     return changed
 
 

@@ -6,7 +6,8 @@ alike, and the medians are printed with their ratios. The peer is `helm template
 hand-written chart in `benchmark_chart/`, which renders the same objects (a headless Service and a
 StatefulSet per role, TF_CONFIG built with Go templates); the floor is Python importing pydantic
 and ruamel.yaml and validating with a one-field pydantic model, which tfcompile cannot go below.
-`validate` is shown next to `kubectl kustomize` (or `kustomize build`) alone, the part of its time
+`validate` (of 100 jobs without components, 100 with the GPU and Azure components, and one large
+job) is shown next to `kubectl kustomize` (or `kustomize build`) alone, the part of its time
 that is Kustomize's. Builds keep their up-to-date records in the benchmark's own temporary
 directory; the rows marked "no record" run without one, as a fresh clone in CI does, and the "fresh
 output" rows build into a new directory each round, where no record can help. Python's bytecode
@@ -50,6 +51,25 @@ spec:
     ps: {{replicas: 1}}
     evaluator: {{replicas: 1}}
 """
+
+COMPONENTS_JOB = """\
+apiVersion: tfcompile.dev/v1alpha1
+kind: TrainingJob
+metadata: {{name: {name}}}
+spec:
+  image: tensorflow/tensorflow:2.16.1
+  command: [python, train.py]
+  overlays: [gpu, azure]
+  storage:
+    shared: {{mountPath: /mnt/shared, size: 10Gi}}
+  roles:
+    chief: {{replicas: 1}}
+    worker: {{replicas: {workers}, gpus: 1}}
+    ps: {{replicas: 1}}
+    evaluator: {{replicas: 1}}
+"""
+"""The same job on GPU nodes with Azure storage: `validate` also checks what each component
+changes."""
 
 FLOOR = ("from pydantic import BaseModel; from ruamel.yaml import YAML; "
          "type('Floor', (BaseModel,), {'__annotations__': {'x': int}})(x=1)")
@@ -118,10 +138,10 @@ def find_kustomize() -> list[str] | None:
     return None
 
 
-def write_jobs(directory: Path, names: Sequence[str], workers: int) -> None:
+def write_jobs(directory: Path, names: Sequence[str], workers: int, text: str = JOB) -> None:
     for name in names:
         (directory / name).mkdir(parents=True)
-        (directory / name / "job.yaml").write_text(JOB.format(name=name, workers=workers))
+        (directory / name / "job.yaml").write_text(text.format(name=name, workers=workers))
 
 
 @dataclass
@@ -204,6 +224,7 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
         write_jobs(root / "fleet", fleet, 2)
         write_jobs(root / "edited", fleet, 2)
         write_jobs(root / "large", ["large"], LARGE_WORKERS)
+        write_jobs(root / "components", fleet, 2, COMPONENTS_JOB)
         overlays = str(REPOSITORY / "overlays")
 
         def build(inputs: str, output: str, *extra: str) -> list[str]:
@@ -218,7 +239,8 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                 JOB.format(name="job-0", workers=3 + number))
 
         for inputs, output in (("fleet", "fleet-output"), ("edited", "edited-output"),
-                               ("large", "large-output"), ("one", "one-output-warm")):
+                               ("large", "large-output"), ("one", "one-output-warm"),
+                               ("components", "components-output")):
             run(build(inputs, output), root)
         run([sys.executable, "-c", FLOOR], root)
 
@@ -248,6 +270,14 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
             Case(f"build --check: {FLEET_SIZE} jobs, up to date, no record",
                  lambda number: [without_record(build("fleet", "fleet-output", "--check"))],
                  helm_runs(fleet)),
+            Case(f"validate: {FLEET_SIZE} jobs",
+                 lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
+                 (lambda: [[*kustomize, f"fleet-output/{name}"] for name in fleet])
+                 if kustomize else None),
+            Case(f"validate: {FLEET_SIZE} jobs with components gpu, azure",
+                 lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
+                 (lambda: [[*kustomize, f"components-output/{name}"] for name in fleet])
+                 if kustomize else None),
             Case(f"validate: one job of {LARGE_WORKERS} workers",
                  lambda number: [[*tfcompile, "validate", "large-output/large"]],
                  (lambda: [[*kustomize, "large-output/large"]]) if kustomize else None,

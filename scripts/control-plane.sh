@@ -8,8 +8,14 @@
 #                                    (`python3 -m tfcompile.compiler.node_agent`, needs root):
 #                                    the pods bound to it run as local processes (see README.md,
 #                                    "A local node")
+#   scripts/control-plane.sh up [--node] --gitops argocd|flux|both
+#                                    also a git server over smart HTTP and, out of cluster,
+#                                    Argo CD (namespace argocd) and/or Flux (flux-system);
+#                                    prints `export TFCOMPILE_GIT_ROOT=...` (a bare repository
+#                                    made there as NAME.git is served) and `export
+#                                    TFCOMPILE_GIT_URL=...` (its base URL, push allowed) too
 #   scripts/control-plane.sh down    stop them and remove everything they wrote
-#   scripts/control-plane.sh build   only build the binaries
+#   scripts/control-plane.sh build [--gitops argocd|flux|both]   only build the binaries
 #
 # Without --node there is no node: the scheduler finds nowhere to place pods, so they stay
 # Pending. That is enough to see what the API server accepts and what the controllers create.
@@ -24,6 +30,8 @@
 #                                  logs (default: $TMPDIR/tfcompile-control-plane); `down` removes it
 #   TFCOMPILE_CONTROL_PLANE_CACHE  where built binaries are kept
 #                                  (default: $XDG_CACHE_HOME/tfcompile/control-plane)
+#   TFCOMPILE_GITOPS_CACHE         where the GitOps controllers are kept
+#                                  (default: $XDG_CACHE_HOME/tfcompile/gitops); see gitops.sh
 #   TFCOMPILE_CONTROL_PLANE_TIMEOUT  seconds to wait for health (default: 180)
 #   TFCOMPILE_NODE_PYTHON          the Python that runs the node agent and, through it, the pods'
 #                                  `python` (default: python3 on PATH; it must have tfcompile)
@@ -43,16 +51,19 @@ node_name=tfcompile-node
 say() { echo "control-plane: $*" >&2; }
 fail() { say "$*"; exit 1; }
 
+# shellcheck source=go-modules.sh
+source "$repository/scripts/go-modules.sh"
+# shellcheck source=gitops.sh
+source "$repository/scripts/gitops.sh"
+
 release() {
-  awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod"
+  go_module_version "$module" k8s.io/kubernetes
 }
 
 # The build directory is named after the release and a digest of the wrapper's own files, so a
 # changed wrapper builds again and two releases live side by side.
 build_directory() {
-  local digest
-  digest=$(cd "$module" && cat go.mod go.sum cmd/*/main.go | sha256sum | cut -c1-12)
-  echo "${TFCOMPILE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfcompile/control-plane}/$(release)-$digest"
+  echo "${TFCOMPILE_CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfcompile/control-plane}/$(release)-$(go_module_digest "$module")"
 }
 
 # Where component $1 comes from: a prebuilt directory when it has it, else the build directory.
@@ -67,7 +78,7 @@ binary_of() {
   echo "$(build_directory)/bin/$1"
 }
 
-build() {
+build_control_plane() {
   local missing=() component
   for component in "${components[@]}"; do
     [ -x "$(binary_of "$component")" ] || missing+=("$component")
@@ -76,37 +87,37 @@ build() {
   command -v go >/dev/null || fail "Go is needed to build ${missing[*]} from source (Go $(
     awk '$1 == "go" { print $2 }' "$module/go.mod") or newer: https://go.dev/dl/), or set \
 TFCOMPILE_CONTROL_PLANE_BINARIES to a directory with prebuilt ${components[*]}"
-  local target version
-  target=$(build_directory)
+  local version flags="-s -w" package minor entries=()
   version=$(release)
-  mkdir -p "$target"
-  # One build at a time per release; a second caller waits, then finds the binaries.
-  exec 9>"$target/.lock"
-  flock 9
-  local packages=()
-  for component in "${missing[@]}"; do
-    [ -x "$target/bin/$component" ] || packages+=("./cmd/$component")
+  minor=${version#v1.}
+  minor=${minor%%.*}
+  # What Kubernetes' own build stamps, so `kubectl version` and the API report the release.
+  for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
+    flags+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
   done
-  if [ ${#packages[@]} -gt 0 ]; then
-    say "building ${packages[*]#./cmd/} of Kubernetes $version from source (first time only; \
-about 15 minutes on two cores)"
-    local flags="-s -w" package minor=${version#v1.}
-    minor=${minor%%.*}
-    # What Kubernetes' own build stamps, so `kubectl version` and the API report the release.
-    for package in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      flags+=" -X $package.gitVersion=$version -X $package.gitMajor=1 -X $package.gitMinor=$minor"
-      flags+=" -X $package.gitTreeState=clean -X $package.buildDate=1970-01-01T00:00:00Z"
-    done
-    rm -rf "$target/bin.partial"
-    mkdir -p "$target/bin.partial" "$target/bin"
-    local started=$SECONDS
-    (cd "$module" && GOFLAGS=-mod=readonly nice go build -trimpath -ldflags="$flags" \
-      -o "$target/bin.partial/" "${packages[@]}")
-    mv "$target/bin.partial/"* "$target/bin/"
-    rmdir "$target/bin.partial"
-    say "built in $((SECONDS - started)) s into $target/bin"
+  for component in "${missing[@]}"; do
+    entries+=("$component=./cmd/$component")
+  done
+  GO_MODULE_ANNOUNCE="building ${missing[*]} of Kubernetes $version from source (first time \
+only; about 15 minutes on two cores)" GO_MODULE_LDFLAGS=$flags \
+    go_module_build "$module" "$(build_directory)" "${entries[@]}"
+}
+
+# The control plane, and with `--gitops TOOLS` the GitOps controllers too.
+build() {
+  local gitops=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --gitops) [ $# -ge 2 ] || fail "build: --gitops needs argocd, flux or both"
+        gitops=$2; shift 2 ;;
+      *) fail "build: unknown option $1 (usage: $0 build [--gitops argocd|flux|both])" ;;
+    esac
+  done
+  build_control_plane
+  if [ -n "$gitops" ]; then
+    build_gitops "$gitops"
   fi
-  exec 9>&-
 }
 
 free_ports() {
@@ -210,11 +221,13 @@ the end of its log:"
 }
 
 up() {
-  local with_node=false
+  local with_node=false gitops=""
   while [ $# -gt 0 ]; do
     case $1 in
       --node) with_node=true; shift ;;
-      *) fail "up: unknown option $1 (usage: $0 up [--node])" ;;
+      --gitops) [ $# -ge 2 ] || fail "up: --gitops needs argocd, flux or both"
+        gitops=$2; gitops_tools "$gitops" >/dev/null; shift 2 ;;
+      *) fail "up: unknown option $1 (usage: $0 up [--node] [--gitops argocd|flux|both])" ;;
     esac
   done
   if $with_node; then
@@ -236,7 +249,11 @@ directory"
   for tool in openssl curl python3 setsid; do
     command -v "$tool" >/dev/null || fail "$tool is needed on PATH"
   done
-  build
+  if [ -n "$gitops" ]; then
+    build --gitops "$gitops"
+  else
+    build
+  fi
   local started=$SECONDS
   mkdir -p "$run_directory"/{logs,pids,etcd}
   touch "$run_directory/$marker"
@@ -305,10 +322,17 @@ directory"
   if $with_node; then
     start_node
   fi
+  local exports=""
+  if [ -n "$gitops" ]; then
+    exports=$(start_gitops "$gitops")
+  fi
   say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://127.0.0.1:$apiserver_port \
 (run \`$0 down\` to stop it)"
   trap - EXIT
   echo "export KUBECONFIG=$run_directory/admin.kubeconfig"
+  if [ -n "$exports" ]; then
+    echo "$exports"
+  fi
 }
 
 # The local node: its own credentials (a kubelet's identity, so the Node authorizer and
@@ -375,7 +399,9 @@ EOF
 # the run directory (a recycled pid of another program is left alone).
 stop_all() {
   local pid_file pid name pids=()
-  for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for name in argocd-application-controller argocd-applicationset-controller \
+      argocd-repo-server redis kustomize-controller source-controller git-server node-agent \
+      kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pid_file="$run_directory/pids/$name"
     [ -f "$pid_file" ] || continue
     pid=$(cat "$pid_file")
@@ -407,6 +433,7 @@ down() {
 case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
-  build) build ;;
-  *) echo "usage: $0 up [--node] | down | build" >&2; exit 2 ;;
+  build) shift; build "$@" ;;
+  *) echo "usage: $0 up [--node] [--gitops argocd|flux|both] | down | build [--gitops \
+argocd|flux|both]" >&2; exit 2 ;;
 esac

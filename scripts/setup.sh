@@ -28,6 +28,23 @@ if [ ! -e "$venv/.kubeconform-$kubeconform_version" ]; then
     echo "Go is not installed, so kubeconform is not: the tests that run it will fail" >&2
   fi
 fi
+# Redis, which Argo CD's controllers need in the GitOps tests (tests/gitops/): Debian's package,
+# installed here when missing and when this machine can (root and apt-get); otherwise those tests
+# fail saying what to install.
+if ! command -v redis-server >/dev/null && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null
+then
+  # Debian's package would start a Redis service of its own: the tests start theirs.
+  policy=/usr/sbin/policy-rc.d
+  created_policy=false
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && created_policy=true
+  fi
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends redis-server >/dev/null; }; then
+    echo "could not install redis-server: the Argo CD tests will fail" >&2
+  fi
+  if $created_policy; then rm -f "$policy"; fi
+fi
 if ! command -v kustomize >/dev/null && ! command -v kubectl >/dev/null; then
   echo "tfcompile needs kustomize or kubectl on PATH to render manifests" >&2
   exit 1

@@ -26,7 +26,13 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .discovery import discover, is_job_file
 from .models import KIND, TrainingJob
-from .plain_data import MAXIMUM_VALUES, Locations, PlainCopier, TooManyValues, node_position
+from .plain_data import (
+    MAXIMUM_TEXT_CHARACTERS,
+    Locations,
+    PlainCopier,
+    TooManyValues,
+    node_position,
+)
 from .problems import (
     LocatedProblem,
     Location,
@@ -40,7 +46,13 @@ from .rules import check_rules
 from .scripts import Script, directory_command_problem, read_script
 from .secrets import find_literal_secrets
 from .yaml_documents import documents
-from .yaml_limits import MAXIMUM_FILE_BYTES, check_tokens, describe_yaml_error
+from .yaml_limits import (
+    MAXIMUM_DOCUMENTS,
+    MAXIMUM_FILE_BYTES,
+    MAXIMUM_VALUES,
+    check_tokens,
+    describe_yaml_error,
+)
 
 __all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
 
@@ -126,6 +138,12 @@ def load_jobs(path: Path) -> list[LoadedJob]:
     digest, documents = _read_documents(path, shown)
     if not documents:
         raise SpecError([LocatedProblem(Location(shown, 1, 1), (), "the file has no document")])
+    if len(documents) > MAXIMUM_DOCUMENTS:
+        line, column = node_position(documents[MAXIMUM_DOCUMENTS])
+        raise SpecError([LocatedProblem(
+            Location(shown, line + 1, column + 1), (),
+            f"the file has {len(documents)} documents; a file may define at most "
+            f"{MAXIMUM_DOCUMENTS} jobs: put the others in further files")])
     for document in documents:
         try:
             loaded.append(_load_document(document, path, shown, digest))
@@ -148,8 +166,10 @@ def _load_document(document: Any, path: Path, shown: str, digest: str) -> Loaded
                 LocatedProblem(
                     locations.locate(()),
                     (),
-                    f"the document expands to more than {MAXIMUM_VALUES} values through YAML "
-                    "aliases (or an alias refers to itself); write the values out instead",
+                    f"the document holds more than {MAXIMUM_VALUES} values or "
+                    f"{MAXIMUM_TEXT_CHARACTERS} characters of text (keys included) once its "
+                    "YAML aliases are expanded, or an alias refers to a list or mapping that "
+                    "holds it; a job spec needs far fewer",
                 )
             ]
         ) from None

@@ -1,8 +1,9 @@
 """Turn pydantic's validation errors into messages that say what is wrong and what is allowed.
 
 Pydantic reports union members and regular expressions; a user needs the field, the rule in words
-and, for an unknown field, the fields that are allowed there. Input values are never echoed, so an
-error cannot leak a secret that was typed into the wrong field.
+and, for an unknown field, the field to use instead (`misplaced_fields.py`: a Kubeflow TFJob's
+fields, a pod's field beside a role's) or else the fields allowed there. Input values are never
+echoed, so an error cannot leak a secret that was typed into the wrong field.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from . import models
+from .misplaced_fields import unknown_field_hints, value_advice
 from .problems import FieldPath
 
 PATTERN_DESCRIPTIONS = {
@@ -116,9 +118,20 @@ def allowed_fields(model: type[BaseModel]) -> list[str]:
     return [field.alias or name for name, field in model.model_fields.items()]
 
 
-def _message(error: Any, path: FieldPath) -> str:
+def _value_at(data: Any, path: FieldPath) -> Any:
+    for part in path:
+        in_list = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not in_list and not (isinstance(data, dict) and part in data):
+            return None
+        data = data[part]
+    return data
+
+
+def _message(error: Any, path: FieldPath, value: Any = None) -> str:
     kind = error["type"]
     context = error.get("ctx") or {}
+    if kind == "literal_error" and (advice := value_advice(path, value)) is not None:
+        return f"must be {context.get('expected')}: this is {advice}"
     if kind == "extra_forbidden":
         parent = _model_at(path[:-1])
         allowed = ", ".join(allowed_fields(parent)) if parent is not None else ""
@@ -160,5 +173,11 @@ def describe_validation_error(
         if path in seen:
             continue  # the other members of a union say the same thing less clearly
         seen.add(path)
-        on_key = on_key or item["type"] == "extra_forbidden"
-        yield path, _message(item, path), on_key
+        if item["type"] == "extra_forbidden":
+            hints = list(unknown_field_hints(path, _value_at(data, path)))
+            for hinted, advice in hints:
+                yield hinted, f"unknown field; {advice}", True
+            if hints:
+                continue
+            on_key = True
+        yield path, _message(item, path, _value_at(data, path)), on_key

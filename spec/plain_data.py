@@ -5,8 +5,9 @@ ruamel.yaml's round-trip nodes carry line and column numbers; the copy keeps the
 field path to position, so that every later problem is reported as `file:line:col: field`.
 While copying, values the API server refuses or that must not reach a terminal are problems
 at their place: control characters and lone surrogates in strings, integers beyond 64 bits,
-keys that are collections, nesting deeper than `MAXIMUM_DEPTH`, aliases that expand without
-end.
+keys that are collections, nesting deeper than `MAXIMUM_DEPTH`, aliases that expand beyond
+`MAXIMUM_VALUES` values or `MAXIMUM_TEXT_CHARACTERS` characters (a 'billion laughs' file) or
+without end.
 """
 
 from __future__ import annotations
@@ -17,10 +18,14 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from .problems import FieldPath, Location, Problem
-from .yaml_limits import MAXIMUM_DEPTH
+from .yaml_limits import MAXIMUM_DEPTH, MAXIMUM_FILE_BYTES, MAXIMUM_VALUES
 
-MAXIMUM_VALUES = 100_000
-"""More values than this after expanding aliases is refused (a 'billion laughs' file)."""
+MAXIMUM_TEXT_CHARACTERS = MAXIMUM_FILE_BYTES
+"""The characters of all strings (keys included) a document may hold once its aliases are
+expanded. Without aliases a document holds fewer than its file has bytes; an alias repeats a
+string without repeating its bytes, and every later step reads each copy again (the secret
+scan, the checks of characters, the written output)."""
+
 
 INT64_RANGE = (-(2**63), 2**63 - 1)
 
@@ -68,7 +73,9 @@ class Locations:
 
 
 class TooManyValues(Exception):
-    """The document expands, through aliases, beyond `MAXIMUM_VALUES` or into itself."""
+    """The document holds more than `MAXIMUM_VALUES` values or `MAXIMUM_TEXT_CHARACTERS`
+    characters (keys included) once its aliases are expanded, or an alias refers to a
+    collection that holds it."""
 
 
 def string_problem(text: str, *, key: bool = False) -> str | None:
@@ -95,6 +102,7 @@ class PlainCopier:
     def __init__(self, locations: Locations) -> None:
         self.locations = locations
         self.count = 0
+        self.characters = 0
         self.active: set[int] = set()
         self.problems: list[Problem] = []
 
@@ -120,6 +128,9 @@ class PlainCopier:
 
     def _check_scalar(self, value: Any, path: FieldPath, *, key: bool) -> None:
         if isinstance(value, str):
+            self.characters += len(value)
+            if self.characters > MAXIMUM_TEXT_CHARACTERS:
+                raise TooManyValues
             problem = string_problem(value, key=key)
             if problem is not None:
                 self.problems.append(Problem(path, ("the key " if key else "") + problem,
@@ -141,6 +152,7 @@ class PlainCopier:
             return items
         mapping: dict[Any, Any] = {}
         for key, value in node.items():
+            self.count += 1  # the key, counted as the token walk counts it
             key_position = _key_position(node, key)
             value_position = _value_position(node, key, key_position)
             plain_key = isinstance(key, str | int | float | bool) or key is None

@@ -15,6 +15,8 @@ from typing import Any
 from .models import GangScheduler, JobSpec, ServiceType, TrainingJob
 from .pod_template import (
     INGRESS_RULE_DEFINITION,
+    mapping,
+    mappings,
     owned_field_problems,
     schema_problems,
 )
@@ -57,12 +59,12 @@ def _contexts(path: FieldPath, fragment: dict[str, Any] | None) -> Iterator[
         tuple[str | None, FieldPath, dict[str, Any]]]:
     """Each `securityContext` of a fragment: (None for the pod's, else the container's name,
     its field path, the context)."""
-    spec = (fragment or {}).get("spec") or {}
+    spec = mapping(mapping(fragment).get("spec"))
     if isinstance(spec.get("securityContext"), dict):
         yield None, (*path, "spec", "securityContext"), spec["securityContext"]
     for kind in ("initContainers", "containers"):
-        for index, container in enumerate(spec.get(kind) or []):
-            context = container.get("securityContext") if isinstance(container, dict) else None
+        for index, container in mappings(spec.get(kind)):
+            context = container.get("securityContext")
             if isinstance(context, dict):
                 yield (str(container.get("name")),
                        (*path, "spec", kind, index, "securityContext"), context)

@@ -122,20 +122,60 @@ def _validator(root: str) -> Any:
     return jsonschema.Draft202012Validator(schema, registry=Registry())
 
 
+def mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a mapping, else an empty one: the walks below read fragments that may
+    break the schema (a problem reported by `schema_problems`), and must not fail on them."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def mappings(value: Any) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    """The mappings of `value` (a list, else nothing) with their positions in it."""
+    if isinstance(value, list):
+        yield from ((index, item) for index, item in enumerate(value) if isinstance(item, Mapping))
+
+
+def _shape_problems(path: FieldPath, value: Any) -> Iterator[Problem]:
+    """What no Kubernetes object holds, whatever its schema: a key that is not a string (YAML
+    reads `1:` or `true:` as a number or a boolean), and an empty (null) list item, which the
+    API server reads as an item with no fields."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                yield Problem((*path, str(key)), "a key of a Kubernetes object is a string: "
+                              "quote it", key=True)
+            else:
+                yield from _shape_problems((*path, key), item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if item is None:
+                yield Problem((*path, index), "an empty list item (null), which the API server "
+                              "reads as an item with no fields; remove it or give its fields")
+            else:
+                yield from _shape_problems((*path, index), item)
+
+
 def schema_problems(path: FieldPath, fragment: Any,
                     root: str = ROOT_DEFINITION) -> Iterator[Problem]:
     """Every place where `fragment` breaks the Kubernetes schema of `root` (by default the pod
-    template); values are never echoed (a sidecar's env may hold anything)."""
+    template), or holds what no Kubernetes object does (`_shape_problems`); values are never
+    echoed (a sidecar's env may hold anything)."""
+    shape = list(_shape_problems(path, fragment))
+    if shape:
+        yield from shape
+        return
     errors = sorted(_validator(root).iter_errors(fragment),
                     key=lambda error: (list(map(str, error.absolute_path)), error.message))
     for error in errors:
         where = (*path, *error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            from .misplaced_fields import advice  # only a refused fragment needs it
+
             allowed = sorted(error.schema.get("properties", {}))
             for unknown in sorted(set(error.instance) - set(allowed), key=str):
+                hint = advice((*where, str(unknown)))
                 yield Problem((*where, str(unknown)),
                               f"unknown field (Kubernetes {SCHEMA_KUBERNETES_VERSION} schema); "
-                              f"allowed here: {', '.join(allowed)}", key=True)
+                              + (hint or f"allowed here: {', '.join(allowed)}"), key=True)
             continue
         yield Problem(where, _describe(error))
 
@@ -156,7 +196,7 @@ def _describe(error: Any) -> str:
 
 
 
-_POD_FIELDS_OWNED = {
+POD_FIELDS_OWNED = {
     "restartPolicy": "a StatefulSet's pods always restart (`Always`); tfcompile's launcher records "
                      "success and idles, so nothing needs another policy",
     "activeDeadlineSeconds": "a StatefulSet refuses it; stop a job with spec.suspend: true",
@@ -188,30 +228,30 @@ def owned_field_problems(
 ) -> Iterator[Problem]:
     """Fields of a (schema-valid) fragment that tfcompile sets itself or a StatefulSet forbids,
     each with the spec field to use instead."""
-    metadata = fragment.get("metadata") or {}
+    metadata = mapping(fragment.get("metadata"))
     for field, advice in _METADATA_FIELDS_OWNED.items():
         if field in metadata:
             yield Problem((*path, "metadata", field), f"not allowed in podTemplate: {advice}",
                           key=True)
     for kind in ("labels", "annotations"):
-        for key in metadata.get(kind) or {}:
-            if key.startswith(RESERVED_LABEL_PREFIXES):
+        for key in mapping(metadata.get(kind)):
+            if str(key).startswith(RESERVED_LABEL_PREFIXES):
                 yield Problem(
                     (*path, "metadata", kind, key),
                     f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
                     "choose another key", key=True)
-    spec = fragment.get("spec") or {}
-    for field, advice in _POD_FIELDS_OWNED.items():
+    spec = mapping(fragment.get("spec"))
+    for field, advice in POD_FIELDS_OWNED.items():
         if field in spec:
             yield Problem((*path, "spec", field), f"not allowed in podTemplate: {advice}",
                           key=True)
-    for index, volume in enumerate(spec.get("volumes") or []):
+    for index, volume in mappings(spec.get("volumes")):
         if volume.get("name") in reserved_volumes:
             yield Problem((*path, "spec", "volumes", index, "name"),
                           f"the volume names {', '.join(reserved_volumes)} are tfcompile's "
                           "(script, launcher state, storage, home, tmp); choose another name")
     for kind in ("containers", "initContainers", "ephemeralContainers"):
-        for index, container in enumerate(spec.get(kind) or []):
+        for index, container in mappings(spec.get(kind)):
             where = (*path, "spec", kind, index)
             if kind == "containers" and container.get("name") == TENSORFLOW_CONTAINER:
                 yield from _tensorflow_container_problems(where, container,
@@ -219,7 +259,7 @@ def owned_field_problems(
             elif container.get("name") == TENSORFLOW_CONTAINER:
                 yield Problem((*where, "name"), f"{TENSORFLOW_CONTAINER!r} is the name of "
                               "tfcompile's training container; choose another name")
-            for mount_index, mount in enumerate(container.get("volumeMounts") or []):
+            for mount_index, mount in mappings(container.get("volumeMounts")):
                 mount_path = str(mount.get("mountPath", ""))
                 if (mount_path.rstrip("/") + "/").startswith(reserved_mount_path + "/"):
                     yield Problem((*where, "volumeMounts", mount_index, "mountPath"),
@@ -234,13 +274,13 @@ def _tensorflow_container_problems(
         if field in container:
             yield Problem((*where, field), f"tfcompile sets the {TENSORFLOW_CONTAINER} "
                           f"container's {field}: {advice}", key=True)
-    for index, variable in enumerate(container.get("env") or []):
+    for index, variable in mappings(container.get("env")):
         if variable.get("name") in reserved_environment:
             yield Problem((*where, "env", index, "name"),
                           "set by tfcompile from the job's roles; remove it (tfcompile sets: "
                           f"{', '.join(reserved_environment)})")
     for kind in ("limits", "requests"):
-        for name in (container.get("resources") or {}).get(kind) or {}:
+        for name in mapping(mapping(container.get("resources")).get(kind)):
             if name == "nvidia.com/gpu":
                 yield Problem((*where, "resources", kind, name),
                               "set GPUs with roles.<role>.gpus, which puts them in limits",

@@ -116,15 +116,26 @@ def _check_roles(spec: JobSpec) -> Iterator[Problem]:
             )
 
 
+NO_ENTRYPOINT = (
+    "tfcompile's launcher runs the command, so the image's own entrypoint does not run: write it "
+    "as the command (`docker inspect` shows the image's Entrypoint and Cmd)"
+)
+
+
 def _check_command(spec: JobSpec) -> Iterator[Problem]:
     if spec.command is not None or spec.script is not None:
         return
-    for name, role in spec.roles.defined():
-        if role.command is None:
-            yield Problem(
-                ("spec", "roles", name.value),
-                "no command: set spec.command, spec.script, or a command for this role",
-            )
+    without = [name for name, role in spec.roles.defined() if role.command is None]
+    if without and len(without) == len(spec.roles.defined()):
+        yield Problem(("spec",), "the job has neither command nor script: set spec.command (or "
+                      f"spec.script, a file to run with python); {NO_ENTRYPOINT}")
+        return
+    for name in without:
+        yield Problem(
+            ("spec", "roles", name.value),
+            "no command: the job has neither command nor script, and this role has no command "
+            f"of its own: set one here, or spec.command; {NO_ENTRYPOINT}",
+        )
 
 
 def _check_environment(

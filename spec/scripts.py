@@ -3,14 +3,17 @@
 `script:` is a path written by whoever edits `job.yaml`, and what it names is copied into a
 ConfigMap (and printed by CI). So it must not reach anything else on the machine that runs
 tfcompile: `/etc/hostname`, `../../.git/config` (where CI keeps its token), `/proc/self/environ`,
-a device, or a symlink to any of them. The file must resolve, symlinks followed, to a regular file
-inside the job's repository and outside every `.git`; its size is checked before it is read, and
-its name must be a valid ConfigMap key. Each refusal is a problem at the `script:` value.
+a device, or a symlink or hard link to any of them. The file must resolve, symlinks followed, to
+a regular file inside the job's repository and outside every `.git`, with one hard link (a second
+name for a file can be made anywhere on the same file system, `.git/config` included, and nothing
+in the file says which name is the real one); its size is checked before it is read, and its name
+must be a valid ConfigMap key. Each refusal is a problem at the `script:` value.
 
 `script:` may also name a folder (a training package): every file under it is shipped, each under
 the same rules, with a flat ConfigMap key per file (`/` becomes `__`, since a key holds no `/`)
-and its relative path kept for the volume's `items`. Nothing is skipped: what cannot be shipped
-is refused, naming its relative path (never its content).
+and its relative path kept for the volume's `items`; folders may nest at most
+`MAXIMUM_FOLDER_DEPTH` levels. Nothing is skipped: what cannot be shipped is refused, naming its
+relative path (never its content).
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ MAXIMUM_SCRIPT_BYTES = 900 * 1024
 """A ConfigMap holds at most 1 MiB; leave room for the launcher and metadata."""
 
 MAXIMUM_CONFIG_MAP_KEY = 253
+
+MAXIMUM_FOLDER_DEPTH = 16
+"""Folders a script folder may hold inside each other. A training package needs a few levels;
+each level costs its ConfigMap key at least three of its 253 characters (`a__`), and the walk
+stays far below Python's recursion limit."""
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 GIT_DIRECTORY = ".git"
 WHERE = ("spec", "script")
@@ -136,6 +144,8 @@ def _read_regular_file(real: Path, given: Path,
     if not stat.S_ISREG(before.st_mode):
         return None, [Problem(WHERE, f"{where}is not a regular file (a folder, device, FIFO, "
                               "socket or broken symlink); give a file")]
+    if before.st_nlink > 1:
+        return None, [_hard_linked(where, before.st_nlink)]
     if before.st_size > MAXIMUM_SCRIPT_BYTES:
         return None, [_too_big(before.st_size)]
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -150,6 +160,8 @@ def _read_regular_file(real: Path, given: Path,
         ):
             return None, [Problem(WHERE, f"{where}changed while it was read; run tfcompile "
                                   "again")]
+        if opened.st_nlink > 1:
+            return None, [_hard_linked(where, opened.st_nlink)]
         try:
             content = handle.read(MAXIMUM_SCRIPT_BYTES + 1)
         except OSError as error:
@@ -161,6 +173,13 @@ def _read_regular_file(real: Path, given: Path,
     except UnicodeDecodeError:
         return None, [Problem(WHERE, f"{where or 'the script '}is not UTF-8 text")]
     return text, []
+
+
+def _hard_linked(where: str, links: int) -> Problem:
+    return Problem(WHERE, f"{where or 'the script '}has {links} hard links: another name on "
+                   "this machine is the same file (it could be .git/config or any file outside "
+                   "the repository), so it is not shipped; allowed: a file with one link (copy "
+                   "the file instead of linking it)")
 
 
 def _too_big(size: int) -> Problem:
@@ -183,7 +202,7 @@ def _read_directory(real: Path, root: Path, given: Path) -> tuple[Script | None,
     problem at once. Sizes are summed from `lstat` before anything is read."""
     found: list[_Found] = []
     problems: list[Problem] = []
-    _walk(real, root, given, "", found, problems)
+    _walk(real, root, given, "", found, problems, depth=0)
     if not found and not problems:
         problems.append(Problem(WHERE, "names a folder that holds no files; give a folder with "
                                 "the training code"))
@@ -225,8 +244,9 @@ def _read_directory(real: Path, root: Path, given: Path) -> tuple[Script | None,
 
 
 def _walk(folder: Path, root: Path, given: Path, prefix: str, found: list[_Found],
-          problems: list[Problem]) -> None:
-    """Collect the regular files under `folder` (already inside `root`), refusing the rest."""
+          problems: list[Problem], depth: int) -> None:
+    """Collect the regular files under `folder` (already inside `root`, `depth` folders below
+    the script folder), refusing the rest."""
     try:
         names = sorted(os.listdir(folder))
     except OSError as error:
@@ -244,7 +264,13 @@ def _walk(folder: Path, root: Path, given: Path, prefix: str, found: list[_Found
         except OSError as error:
             raise UnreadableInput("cannot read the script", display_path(shown), error) from None
         if stat.S_ISDIR(status.st_mode):
-            _walk(path, root, shown, f"{relative}/", found, problems)
+            if depth >= MAXIMUM_FOLDER_DEPTH:
+                problems.append(Problem(WHERE, f"{relative}: a folder more than "
+                                        f"{MAXIMUM_FOLDER_DEPTH} levels below the script "
+                                        f"folder; allowed: folders at most "
+                                        f"{MAXIMUM_FOLDER_DEPTH} levels deep"))
+                continue
+            _walk(path, root, shown, f"{relative}/", found, problems, depth + 1)
             continue
         target = path
         if stat.S_ISLNK(status.st_mode):
@@ -267,6 +293,9 @@ def _walk(folder: Path, root: Path, given: Path, prefix: str, found: list[_Found
         if not stat.S_ISREG(status.st_mode):
             problems.append(Problem(WHERE, f"{relative}: not a regular file (a device, FIFO or "
                                     "socket); remove it from the folder"))
+            continue
+        if status.st_nlink > 1:
+            problems.append(_hard_linked(f"{relative}: ", status.st_nlink))
             continue
         found.append(_Found(relative=relative, real=target, given=shown, size=status.st_size))
 

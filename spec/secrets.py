@@ -127,12 +127,21 @@ VALUE_DETECTORS = (
     ValueDetector("a private key", re.compile(
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
     ValueDetector("a JSON Web Token", re.compile(
-        r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+        r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]*+\.eyJ)(?>[A-Za-z0-9_-]*?eyJ[A-Za-z0-9_-]{8,}+\.)"
+        r"eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}")),
     ValueDetector("an Azure storage key or signature", re.compile(
         r"AccountKey=([A-Za-z0-9+/=]{20,})|[?&]sig=([A-Za-z0-9%+/=]{20,})")),
     ValueDetector("a password in a URL (scheme://user:password@host)", re.compile(
-        r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#@]+)@")),
+        r"(?<![A-Za-z0-9+.-])[0-9+.-]*+[A-Za-z][A-Za-z0-9+.-]*+://[^\s/?#@:]*+:([^\s/?#@]++)@")),
 )
+
+"""Every pattern takes time linear in the text, since a job file may hold one string of 256 KiB:
+where a pattern could begin at any character of a run of its own characters (a URL's scheme, a
+token's first part), a lookbehind lets it begin only where the run does, and what a later part
+of the pattern could never give back is taken possessively (`*+`) or atomically (`(?>…)`), so no
+run is read again from each of its characters. The JSON Web Token and URL patterns find exactly
+the texts `eyJ…{8,}.eyJ…{8,}.…{8,}` and `scheme://user:password@` that simpler, quadratic forms
+would."""
 
 IMAGE_CREDENTIALS = ValueDetector("a password in an image reference (user:password@registry)",
                                   re.compile(r"^[^/@\s:]+:([^/@\s]+)@(?!sha[0-9]+:)"))

@@ -6,6 +6,11 @@ than 4,300 digits end in ValueError). The scanner that produces tokens is an ite
 machine, so walking its tokens first turns each of these into a located problem instead of a
 traceback. Error messages of the YAML library are scrubbed here too: they quote input.
 
+The walk also bounds what a file costs: every later step (building the document, copying it,
+the secret scan, validation, compiling, writing) takes time in proportion to the number of
+values, so a file with more than `MAXIMUM_VALUES` is refused at the first value too many,
+before a document is built.
+
 The tokens come from libyaml's scanner (ruamel.yaml.clib), an order of magnitude faster than the
 pure-Python one and giving the same tokens; text it refuses (libyaml is stricter in a few
 places, a colon in a plain scalar inside a flow mapping among them) is scanned again by the
@@ -16,11 +21,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.tokens import (
+    AliasToken,
+    AnchorToken,
     BlockEndToken,
+    BlockEntryToken,
     BlockMappingStartToken,
     BlockSequenceStartToken,
     DirectiveToken,
@@ -28,17 +37,18 @@ from ruamel.yaml.tokens import (
     FlowMappingStartToken,
     FlowSequenceEndToken,
     FlowSequenceStartToken,
+    KeyToken,
     ScalarToken,
     TagToken,
     Token,
+    ValueToken,
 )
 
 from .problems import LocatedProblem, Location
 
 MAXIMUM_FILE_BYTES = 256 * 1024
-"""A job file larger than 256 KiB is refused before it is parsed. A real job is a few KiB; the
-YAML parser is pure Python and needs about three seconds for 256 KiB on a busy CI core (ten
-times that for the 1 MiB an object may have), so a larger file only makes a slow build."""
+"""A job file larger than 256 KiB is refused before it is read. A real job is a few KiB; a
+larger file only makes a slower build (the YAML parser and the secret scan read every byte)."""
 
 MAXIMUM_DEPTH = 64
 """Collections nested deeper than this are refused. The deepest field of a job is about ten
@@ -50,6 +60,18 @@ MAXIMUM_NUMBER_CHARACTERS = 100
 """A number written with more characters than this is refused: Kubernetes numbers are 64-bit
 (at most 20 characters), and Python refuses to convert integers of more than 4,300 digits."""
 
+MAXIMUM_VALUES = 10_000
+"""A file with more values than this (scalars, empty values, lists and mappings, keys included)
+is refused, and so is a document that has more once its aliases are expanded (`plain_data.py`).
+The largest example job has about a hundred; each value costs every step of a build some tens of
+microseconds, so this keeps any file within `MAXIMUM_FILE_BYTES` building (or refused) in well
+under two seconds."""
+
+MAXIMUM_DOCUMENTS = 100
+"""A file with more documents (jobs) than this is refused: each job costs a build some
+milliseconds of compiling and writing a dozen files, so this keeps any file within two seconds.
+More jobs go into more files."""
+
 SUPPORTED_YAML_VERSIONS = ((1, 1), (1, 2))
 
 _NUMBER_LIKE = re.compile(r"[-+]?\.?[0-9][0-9a-fA-FxXoObB_:.eE+-]*")
@@ -57,6 +79,9 @@ _OPENING = (BlockMappingStartToken, BlockSequenceStartToken, FlowMappingStartTok
             FlowSequenceStartToken)
 _CLOSING = (BlockEndToken, FlowMappingEndToken, FlowSequenceEndToken)
 _NUMBER_TAGS = ("int", "float")
+_NODES = (*_OPENING, ScalarToken, AliasToken)
+_PROPERTIES = (AnchorToken, TagToken)
+_EXPECTING_NODE = (KeyToken, ValueToken, BlockEntryToken)
 
 
 def _location(shown: str, token: Token) -> Location:
@@ -65,9 +90,10 @@ def _location(shown: str, token: Token) -> Location:
 
 
 def check_tokens(text: str, shown: str) -> list[LocatedProblem]:
-    """Problems of the YAML text that the YAML library would turn into a crash: unsupported
-    `%YAML` versions, nesting deeper than `MAXIMUM_DEPTH`, numbers too long to convert.
-    Raises the library's `MarkedYAMLError` for text that is not YAML at all."""
+    """Problems of the YAML text that the YAML library would turn into a crash or a slow build:
+    unsupported `%YAML` versions, nesting deeper than `MAXIMUM_DEPTH`, numbers too long to
+    convert, more than `MAXIMUM_VALUES` values. Raises the library's `MarkedYAMLError` for
+    text that is not YAML at all."""
     try:
         return list(_token_problems(c_tokens(text), shown))
     except (YAMLError, ValueError, TypeError):
@@ -80,22 +106,44 @@ def pure_tokens(text: str) -> Iterator[Token]:
 
 
 def c_tokens(text: str) -> Iterator[Token]:
-    """The tokens of libyaml's scanner; without ruamel.yaml.clib, the pure-Python scanner's."""
+    """The tokens of libyaml's scanner, one at a time (a walk that stops early scans no
+    further); without ruamel.yaml.clib, the pure-Python scanner's."""
     try:
         from _ruamel_yaml import CParser  # type: ignore[import-not-found]
     except ImportError:
         return pure_tokens(text)
-    parser = CParser(text)
-    tokens: list[Token] = []
+    return _scanned(CParser(text))
+
+
+def _scanned(parser: Any) -> Iterator[Token]:
     while (token := parser.get_token()) is not None:
-        tokens.append(token)
-    return iter(tokens)
+        yield token
+
+
+def starts_a_value(token: Token, previous: Token | None) -> bool:
+    """Whether a value of the document (a node) starts at `token`: a scalar, alias, list or
+    mapping (or the anchor or tag in front of one), or an empty value, which has no token of
+    its own: a key, `:` or `-` followed by no value. Never counts a value twice; a few flow
+    forms (`{a, b}`, `[a: b]`) hold values without tokens, which the copy counts."""
+    if isinstance(token, (*_NODES, *_PROPERTIES)):
+        return not isinstance(previous, _PROPERTIES)
+    return isinstance(previous, _EXPECTING_NODE)
 
 
 def _token_problems(tokens: Iterator[Token], shown: str) -> Iterator[LocatedProblem]:
     depth = 0
+    values = 0
     previous: Token | None = None
     for token in tokens:
+        if starts_a_value(token, previous):
+            values += 1
+            if values > MAXIMUM_VALUES:
+                yield LocatedProblem(
+                    _location(shown, token), (),
+                    f"more than {MAXIMUM_VALUES} values (keys included) in the file; a job "
+                    "spec needs far fewer",
+                )
+                return
         if isinstance(token, DirectiveToken) and token.name == "YAML":
             if tuple(token.value or ()) not in SUPPORTED_YAML_VERSIONS:
                 yield LocatedProblem(

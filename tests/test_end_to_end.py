@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES, OVERLAYS, job_text
+from tfcompile.compiler.local_run.user_namespace import unused_range
 
 pytestmark = [
     pytest.mark.end_to_end,
@@ -100,11 +101,17 @@ def training_launchers(pod: str) -> Iterator[int]:
 
 def assert_written_by_the_pods_user(shared: Path) -> None:
     """The pods ran as the restricted user (1000) the compiled templates ask for, writing to the
-    claim as the group fsGroup made it writable for."""
+    claim as the group fsGroup made it writable for; on this machine those IDs are the ones the
+    run's user namespace maps 1000 to, which no account has."""
+    ids = unused_range()
+    assert ids is not None
     written = [path for path in shared.rglob("*") if path.is_file()]
     assert written
-    assert {path.stat().st_uid for path in written} == {1000}
-    assert {path.stat().st_gid for path in written} == {1000}
+    assert {path.stat().st_uid for path in written} == {ids.host_id(1000)}
+    assert {path.stat().st_gid for path in written} == {ids.host_id(1000)}
+    accounts = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines()
+                if line.count(":") >= 2}
+    assert ids.host_id(1000) not in accounts
 
 
 def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
@@ -120,6 +127,113 @@ def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
     assert "mnist-worker-0 | " in output and "mnist-worker-1 | " in output
     assert "run-local: training succeeded (mnist-worker-0, mnist-worker-1)" in output
     assert_written_by_the_pods_user(shared)
+
+
+def _mounts_naming(path: Path) -> list[str]:
+    """Mounts, in the mount namespace of any process of this machine, whose line names `path`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            table = _read(entry / "mountinfo").decode(errors="replace")
+            found += [line for line in table.splitlines() if str(path) in line]
+    return found
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _mount_namespace(process: Path) -> str:
+    try:
+        return os.readlink(process / "ns" / "mnt")
+    except OSError:
+        return ""
+
+
+def _processes() -> list[Path]:
+    return [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def _containers_of_the_run(directory: Path) -> set[str]:
+    """The mount namespaces of the run's containers: those of their helpers, whose command
+    names their start file in `directory` (every process of a container shares its namespace;
+    the pods' HOSTNAME is no mark: other runs of the same job may be training on this machine)."""
+    host = _mount_namespace(Path("/proc/self"))
+    return {_mount_namespace(entry) for entry in _processes()
+            if str(directory).encode() in _read(entry / "cmdline")} - {host, ""}
+
+
+def _started(process: Path) -> tuple[int, bytes] | None:
+    """A live process as (PID, start time), since a PID may be reused; None once it has ended
+    (a zombie is only its exit status, left for its parent)."""
+    fields = _read(process / "stat").rsplit(b")", 1)[-1].split()
+    if not fields or fields[0] == b"Z":
+        return None
+    return int(process.name), fields[19]
+
+
+def _processes_in(namespaces: set[str]) -> set[tuple[int, bytes]]:
+    """The live processes in one of the mount `namespaces`."""
+    found = {_started(entry) for entry in _processes() if _mount_namespace(entry) in namespaces}
+    return {process for process in found if process is not None}
+
+
+def _still_running(processes: set[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
+    return processes & {_started(entry) for entry in _processes()}
+
+
+def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Path) -> None:
+    """SIGKILL to `tfcompile run-local` (it cannot catch it) in the middle of training: within
+    seconds no process of its pods is left and nothing they mounted is mounted anywhere. Its
+    temporary directories stay until the next run, which deletes them."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    environment = {**os.environ, "TMPDIR": str(temporary)}
+    log = tmp_path / "mnist-shared" / "progress" / "worker-0.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tfcompile.compiler.cli", "run-local",
+         str(EXAMPLES / "mnist" / "job.yaml"), "--overlays", str(OVERLAYS),
+         "--claims-directory", str(tmp_path), "--timeout", "400"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if log.exists() and progress(log):
+            break
+    assert log.exists() and progress(log), "".join(lines[-40:])
+    containers = _containers_of_the_run(temporary)
+    assert len(containers) == 2  # one per worker, each holding its pod's processes
+    ours = _processes_in(containers)  # the helpers, their guards, the launchers, the training
+    for pod in ("mnist-worker-0", "mnist-worker-1"):
+        assert {pid for pid, _ in ours} & set(training_processes(pod)), pod
+    assert _mounts_naming(temporary)
+    process.kill()  # run-local alone: its pods run in sessions of their own
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 5  # a killed process lets go of its mounts as it ends
+    while ((_still_running(ours) or _mounts_naming(temporary))
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
+    assert _still_running(ours) == set()
+    assert _mounts_naming(temporary) == []
+    left = sorted(temporary.iterdir())  # the run's directory, and the one it compiled into
+    assert sorted(path.name.startswith("tfcompile-run-local-") for path in left) == [
+        False, True], left
+    job = tmp_path / "job" / "job.yaml"
+    job.parent.mkdir()
+    (job.parent / "train.py").write_text("raise SystemExit(3)\n")
+    job.write_text(job_text("broken", script="train.py", command=None))
+    command = [sys.executable, "-m", "tfcompile.compiler.cli", "run-local", str(job),
+               "--restart-limit", "0"]
+    next_run = subprocess.run(command, capture_output=True, text=True, env=environment,
+                              timeout=300, check=False)
+    assert next_run.returncode == 1, next_run.stdout + next_run.stderr
+    for directory in left:
+        assert f"removed {directory}, left by a run that was killed" in next_run.stdout
+    assert list(temporary.iterdir()) == []
 
 
 def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:

@@ -92,6 +92,24 @@ def test_volcano_gets_one_pod_group_of_every_pod(tmp_path: Path) -> None:
         assert item["spec"]["podManagementPolicy"] == "Parallel"
 
 
+def test_pod_groups_come_a_sync_wave_before_the_rest_of_the_job(tmp_path: Path) -> None:
+    """Argo CD applies kinds it does not know after known ones of the same wave: the group's
+    earlier wave makes it exist before the StatefulSets' pods (tests/gitops/ shows it)."""
+    for scheduling in ("{gang: volcano}", "{gang: coscheduling}"):
+        (group,) = of_kind(compile_with(tmp_path, scheduling), "PodGroup")
+        assert group["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "-1"
+    path = tmp_path / "job.yaml"
+    path.write_text(gang_job("{gang: volcano}").replace(
+        "  namespace: research\n",
+        "  namespace: research\n  annotations: {argocd.argoproj.io/sync-wave: '-3'}\n"))
+    (loaded,) = load_jobs(path)
+    objects = build_objects(loaded)
+    (group,) = of_kind(objects, "PodGroup")
+    assert group["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "-4"
+    assert {item["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
+            for item in of_kind(objects, "StatefulSet")} == {"-3"}
+
+
 def test_coscheduling_gets_its_pod_group_and_pod_label(tmp_path: Path) -> None:
     objects = compile_with(tmp_path, "{gang: coscheduling}")
     (group,) = of_kind(objects, "PodGroup")

@@ -5,36 +5,45 @@ never another exception, never a traceback.
 Cases are the example jobs mutated (lines deleted, doubled, swapped, bytes changed, hostile
 scalars and structures inserted) and generated YAML structures put into known fields. One run
 is derandomized (the same cases in every CI run, so a failure reproduces); a smaller one draws
-fresh cases each run. Both go through the library (`load_jobs`, then `build_objects` and the
-YAML writer when the job is valid) for speed; a few hostile files go through the real command.
+fresh cases each run; the long one (marked `slow`) takes 3,000 derandomized cases, pod templates
+among them: ported jobs with pod templates mutated, and fragments drawn from Kubernetes' own pod
+template schema with parts of the wrong shape. Every case must end, and within the time a file
+within the limits may take. All go through the library (`load_jobs`, then `build_objects` and
+the YAML writer when the job is valid) for speed; a few hostile files go through the real
+command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, SequenceNode
 
-from tests.conftest import EXAMPLES, MINIMAL_JOB
+from tests.conftest import EXAMPLES, MINIMAL_JOB, REPOSITORY
 from tfcompile.compiler.compile import build_objects
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.plain_data import Locations, PlainCopier, TooManyValues, node_position
+from tfcompile.spec.pod_template import ROOT_DEFINITION, definition, resolve
 from tfcompile.spec.problems import SpecError
 
 MARKER = "fuzzmarker-Qx7Zr2"
@@ -42,6 +51,8 @@ MARKER = "fuzzmarker-Qx7Zr2"
 
 FIXED_EXAMPLES = 200
 FRESH_EXAMPLES = 80
+LONG_EXAMPLES = 3000
+HANG_SECONDS = 60
 
 def _planted(text: str) -> str:
     """`text` with the marker as the value of an annotation (a valid place, so that the job
@@ -55,6 +66,8 @@ def _planted(text: str) -> str:
 SEEDS = [_planted(path.read_text(encoding="utf-8"))
          for path in sorted(EXAMPLES.glob("*/job.yaml"))] + [_planted(MINIMAL_JOB)]
 """The example jobs and a minimal one, each with the marker planted."""
+
+PORTED = REPOSITORY / "tests" / "fixtures" / "ported"
 
 SCRIPTS = {path.name: path.read_text(encoding="utf-8")
            for path in sorted(EXAMPLES.glob("*/*.py"))}
@@ -83,9 +96,9 @@ FIELDS = [
 
 
 @st.composite
-def mutated(draw: st.DrawFn) -> str:
-    """An example job with a few line or character mutations."""
-    lines = draw(st.sampled_from(SEEDS)).splitlines()
+def mutated(draw: st.DrawFn, seeds: st.SearchStrategy[str] | None = None) -> str:
+    """An example job (or one of `seeds`) with a few line or character mutations."""
+    lines = draw(seeds if seeds is not None else st.sampled_from(SEEDS)).splitlines()
     for _ in range(draw(st.integers(1, 4))):
         index = draw(st.integers(0, max(len(lines) - 1, 0)))
         action = draw(st.sampled_from(
@@ -166,6 +179,72 @@ def hostile_strings(draw: st.DrawFn) -> str:
 
 CASES = mutated() | generated() | hostile_strings()
 
+POD_TEMPLATE_SEEDS = [_planted(path.read_text(encoding="utf-8"))
+                      for path in sorted(PORTED.glob("*.yaml"))
+                      if "podTemplate:" in path.read_text(encoding="utf-8")]
+"""Ported jobs with pod templates (sidecars, init containers, volumes, affinity, tolerations),
+each with the marker planted."""
+
+WRONG_SHAPES = st.sampled_from(["x", 0, -1, True, None, [], [None], ["x"], {}, {"x": None},
+                                MARKER, f"--token={MARKER}"])
+"""What a part of a pod template may be drawn as instead of its kind: a scalar, null, a list, a
+map, a list with an empty item."""
+
+TEMPLATE_STRINGS = st.sampled_from([
+    "tensorflow", "side", "tfcompile-state", "script", "data", "/opt/tfcompile", "/data",
+    "nvidia.com/gpu", "tfcompile.dev/job", "TF_CONFIG", "Exists", "NoSchedule", "Always", "0",
+    "1Gi", "100m", MARKER, f"--password={MARKER}", "",
+]) | st.text(max_size=12)
+
+
+@st.composite
+def kubernetes_value(draw: st.DrawFn, schema: Mapping[str, Any], depth: int = 0) -> Any:
+    """A value for a Kubernetes schema node, drawn from its own vocabulary (property names,
+    types, nesting), one part in eight of another shape."""
+    schema = resolve(schema)
+    if depth > 8 or draw(st.integers(0, 7)) == 0:
+        return draw(WRONG_SHAPES)
+    kinds = schema.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else [kind for kind in kinds if kind != "null"]
+    properties = schema.get("properties")
+    if properties:
+        names = draw(st.lists(st.sampled_from(sorted(properties)), max_size=3, unique=True))
+        return {name: draw(kubernetes_value(properties[name], depth + 1)) for name in names}
+    if "object" in kinds and isinstance(schema.get("additionalProperties"), Mapping):
+        keys = draw(st.lists(TEMPLATE_STRINGS, max_size=2, unique=True))
+        return {key: draw(kubernetes_value(schema["additionalProperties"], depth + 1))
+                for key in keys}
+    if "array" in kinds:
+        return draw(st.lists(kubernetes_value(schema.get("items", {}), depth + 1), max_size=2))
+    if "integer" in kinds or "number" in kinds:
+        return draw(st.integers(-1, 70000))
+    if "boolean" in kinds:
+        return draw(st.booleans())
+    return draw(TEMPLATE_STRINGS | st.integers(0, 70000))
+
+
+@st.composite
+def generated_pod_templates(draw: st.DrawFn) -> str:
+    """The minimal job with a pod template drawn from Kubernetes' own schema, at job or role
+    level (a key YAML reads as a number thrown in now and then)."""
+    fragment = json.dumps(draw(kubernetes_value(definition(ROOT_DEFINITION))))
+    if draw(st.booleans()):
+        fragment = fragment.replace('"x": ', "1: ", 1)
+    text = _planted(MINIMAL_JOB)
+    if draw(st.booleans()):
+        return text.replace("  roles:\n", f"  podTemplate: {fragment}\n  roles:\n", 1)
+    return text.replace("worker: {replicas: 2}", f"worker: {{replicas: 2, podTemplate: "
+                        f"{fragment}}}", 1)
+
+
+@st.composite
+def mutated_pod_templates(draw: st.DrawFn) -> str:
+    """A ported job with pod templates, with a few line or character mutations."""
+    return draw(mutated(st.sampled_from(POD_TEMPLATE_SEEDS)))
+
+
+POD_TEMPLATE_CASES = generated_pod_templates() | mutated_pod_templates()
+
 ANCHOR_CASES = [
     MINIMAL_JOB.replace("spec:\n", "x-base: &base {replicas: 2, gpus: 1}\nspec:\n", 1)
     .replace("worker: {replicas: 2}", "worker: {<<: *base, replicas: 3}"),
@@ -240,15 +319,39 @@ def _folder() -> Path:
     return folder
 
 
-def _run(examples: int, derandomize: bool) -> Counter[str]:
+CASE_SECONDS = 2
+"""What one case may take: as long as the worst file within the limits (test_worst_shapes)."""
+
+
+@contextlib.contextmanager
+def _no_hang(seconds: float) -> Iterator[None]:
+    """Fail (instead of waiting for ever) when the block has not ended after `seconds`."""
+
+    def hung(signal_number: int, frame: Any) -> None:
+        raise AssertionError(f"a case had not ended after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _run(examples: int, derandomize: bool,
+         cases: st.SearchStrategy[str] = CASES) -> Counter[str]:
     outcomes: Counter[str] = Counter()
     folder = _folder()
 
     @settings(max_examples=examples, derandomize=derandomize, database=None, deadline=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(text=CASES)
+    @given(text=cases)
     def check(text: str) -> None:
-        outcomes[run_case(text, folder)] += 1
+        started = time.process_time()
+        with _no_hang(HANG_SECONDS):
+            outcomes[run_case(text, folder)] += 1
+        assert time.process_time() - started < CASE_SECONDS
 
     try:
         started = time.monotonic()
@@ -262,6 +365,16 @@ def _run(examples: int, derandomize: bool) -> Counter[str]:
 
 def test_the_loader_survives_a_fixed_set_of_hostile_cases() -> None:
     outcomes = _run(FIXED_EXAMPLES, derandomize=True)
+    assert outcomes["built"] > 0 and outcomes["refused"] > 0
+
+
+@pytest.mark.slow
+def test_the_loader_survives_thousands_of_hostile_cases_pod_templates_included() -> None:
+    """The long run: LONG_EXAMPLES cases, a third of them pod templates (mutated ported jobs,
+    and fragments drawn from Kubernetes' own schema with parts of the wrong shape), each a job
+    or located problems, none taking longer than a file within the limits may."""
+    outcomes = _run(LONG_EXAMPLES, derandomize=True, cases=CASES | POD_TEMPLATE_CASES)
+    assert outcomes["built"] + outcomes["refused"] >= LONG_EXAMPLES
     assert outcomes["built"] > 0 and outcomes["refused"] > 0
 
 
@@ -392,3 +505,63 @@ def test_a_job_is_parsed_by_libyaml() -> None:
     for seed in SEEDS:
         assert yaml_documents.fast_documents(seed) is not None
     assert yaml_documents.fast_documents("%YAML 1.2\n---\n" + MINIMAL_JOB) is None
+
+
+def _counted_values(text: str) -> int:
+    """The values the limit counts, walking the pure-Python scanner's tokens."""
+    count = 0
+    previous = None
+    for token in yaml_limits.pure_tokens(text):
+        count += yaml_limits.starts_a_value(token, previous)
+        previous = token
+    return count
+
+
+def _nodes(text: str) -> int:
+    """The values (nodes: scalars, lists, mappings, keys, empty values) the YAML library
+    composes from `text`; an alias counts once, as the node it names is not read again."""
+    seen: set[int] = set()
+    total = 0
+
+    def walk(node: Any) -> None:
+        nonlocal total
+        total += 1
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                walk(key)
+                walk(value)
+        elif isinstance(node, SequenceNode):
+            for item in node.value:
+                walk(item)
+
+    for document in YAML(typ="rt").compose_all(text):
+        if document is not None:
+            walk(document)
+    return total
+
+
+@settings(max_examples=FIXED_EXAMPLES, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(text=CASES | st.sampled_from(ANCHOR_CASES))
+def test_the_limit_on_values_counts_no_value_the_file_lacks(text: str) -> None:
+    """The limit on values is checked on the tokens, before anything is parsed. It may count
+    fewer values than a file holds (a few flow forms, `{a, b}`, hold values without tokens,
+    which the copy counts), never more: it refuses no file of fewer values."""
+    try:
+        if yaml_limits.check_tokens(text, "job.yaml"):
+            return  # refused before any document is built
+        counted = _counted_values(text)
+        composed = _nodes(text)
+    except YAMLError:
+        return  # not YAML: refused before anything is counted
+    assert counted <= composed
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*/job.yaml")),
+                         ids=lambda path: path.parent.name)
+def test_the_limit_counts_every_value_of_the_example_jobs(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert _counted_values(text) == _nodes(text) > 0

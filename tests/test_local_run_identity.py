@@ -1,6 +1,6 @@
-"""`run-local` runs each container as the user and groups its pod asks for (needs root), makes a
-shared claim writable for `fsGroup` as the kubelet does, and runs a job that opts into root as
-root."""
+"""`run-local` runs each container as the user and groups its pod asks for (needs root), inside a
+user namespace whose IDs are no account's of this machine, makes a shared claim writable for
+`fsGroup` as the kubelet does, and runs a job that opts into root as root (of the namespace)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import job_text
+from tfcompile.compiler.local_run.user_namespace import unused_range
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0,
@@ -54,8 +55,15 @@ def test_containers_run_as_the_pods_user_and_write_where_they_should(tmp_path: P
         assert f"{pod} | NoNewPrivs:\\t1" in output
     files = sorted((claims / "who-shared").iterdir())
     assert [path.name for path in files] == ["0", "1"]
-    assert {path.stat().st_uid for path in files} == {1000}
-    assert (claims / "who-shared").stat().st_gid == 1000
+    ids = unused_range()
+    assert ids is not None
+    # On the host the files belong to the IDs 1000 maps to, which no account of it has.
+    assert {path.stat().st_uid for path in files} == {ids.host_id(1000)}
+    assert {path.stat().st_gid for path in files} == {ids.host_id(1000)}
+    assert (claims / "who-shared").stat().st_gid == ids.host_id(1000)
+    accounts = {line.split(":")[2] for line in Path("/etc/passwd").read_text().splitlines()
+                if line.count(":") >= 2}
+    assert str(ids.host_id(1000)) not in accounts
 
 
 def test_a_job_that_opts_into_root_runs_as_root(tmp_path: Path) -> None:

@@ -57,13 +57,16 @@ def python_container(code: str, *, name: str = "tensorflow",
 
 def make_pod(name: str, service: str, containers: list[Container], *,
              volumes: list[Volume] | None = None, init: list[Container] | None = None,
-             namespace: str | None = None, grace: int = 30) -> Pod:
+             namespace: str | None = None, grace: int = 30,
+             security: dict[str, Any] | None = None) -> Pod:
+    """A pod of StatefulSet `service`; `security` is its pod-level securityContext (none: root)."""
     return Pod(
         name=name, namespace=namespace, owner_kind="StatefulSet", owner_name=service,
         index=int(name.rsplit("-", 1)[1]), hostname=name, subdomain=service, labels={},
         annotations={}, containers=containers, init_containers=init or [],
         volumes=[STATE, *(volumes or [])], restart_policy="Always",
         termination_grace_period_seconds=grace,
+        spec={"securityContext": security} if security is not None else {},
     )
 
 
@@ -416,16 +419,30 @@ def test_timeout_ends_the_run_and_stubborn_pods_are_killed(
     assert time.monotonic() - started < 5
 
 
+# What the compiled jobs ask for (Pod Security "restricted").
+RESTRICTED = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+
+DAEMONIZING = """
+    import subprocess, sys, time  # {token}
+    # A process that leaves the container's session and process group, as a daemon does.
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "{token}", "daemon"],
+                     start_new_session=True)
+    print("ready", flush=True)
+    time.sleep(3600)
+"""
+
 INTERRUPTED_RUN = """
-import sys
+import dataclasses, sys
 sys.path.insert(0, {tests!r})
-from test_local_run_runtime import LAUNCHER_CONFIG_MAPS, dns_pods, make_pod, python_container
+from test_local_run_runtime import (DAEMONIZING, LAUNCHER_CONFIG_MAPS, RESTRICTED, dns_pods,
+                                    make_pod, python_container)
 from tfcompile.compiler.local_run import LocalRunOptions, run_pods
 from pathlib import Path
 from typing import Any
 pods = dns_pods({token!r})
-pods.append(make_pod("job-ps-0", "job-ps", [python_container(
-    "import time  # {token}\\nprint('ready', flush=True)\\ntime.sleep(3600)")]))
+pods.append(make_pod("job-ps-0", "job-ps",
+                     [python_container(DAEMONIZING.format(token={token!r}))]))
+pods = [dataclasses.replace(pod, spec={{"securityContext": RESTRICTED}}) for pod in pods]
 outcome = run_pods(pods, LocalRunOptions(temporary_directory=Path({tmp!r}),
                                          maximum_grace_seconds=1,
                                          config_maps=LAUNCHER_CONFIG_MAPS))
@@ -461,15 +478,36 @@ def test_a_signal_stops_everything_and_cleans_up(
     assert f"exit code {128 + number} interrupted" in text
 
 
+def _mounts_mentioning(words: list[str]) -> list[str]:
+    """Mounts, in the mount namespace of any process of this machine, whose line names a word."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            table = Path(f"/proc/{entry}/mountinfo").read_text(errors="replace")
+        except OSError:
+            continue
+        found += [f"{entry}: {line}" for line in table.splitlines()
+                  if any(word in line for word in words)]
+    return found
+
+
 def test_a_killed_runner_leaves_no_process_and_the_next_run_removes_its_files(
         tmp_path: Path, token: str, unchanged_host: None) -> None:
+    """SIGKILL cannot be caught: the kernel ends the pods (which run as a user other than root,
+    one of them with a daemon in a session of its own) and their mounts with the runner."""
     runner, _ = start_runner_until_ready(tmp_path, token)
+    assert len(_processes_mentioning([f"{token} daemon"])) == 1
+    assert _mounts_mentioning([str(tmp_path)])  # each container's mounts, in its namespace
     runner.kill()
     runner.communicate(timeout=10)
-    deadline = time.monotonic() + 3
-    while _processes_mentioning([token]) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 5  # a killed process lets go of its mounts as it ends
+    while ((_processes_mentioning([token]) or _mounts_mentioning([str(tmp_path)]))
+           and time.monotonic() < deadline):
         time.sleep(0.05)
     assert _processes_mentioning([token]) == []
+    assert _mounts_mentioning([str(tmp_path)]) == []
     (left,) = tmp_path.iterdir()
     output = io.StringIO()
     missing = python_container(f"# {token}", mounts=[STATE_MOUNT])

@@ -35,8 +35,10 @@ def _tfcompile(cwd: Path, *arguments: str, user: int | None = None
                ) -> subprocess.CompletedProcess[str]:
     prefix = [] if user is None else ["setpriv", f"--reuid={user}", f"--regid={user}",
                                       "--clear-groups"]
+    # Another user has a cache of its own: root's records (private to root) are not its.
+    environment = os.environ if user is None else {**os.environ, "TFCOMPILE_CACHE_DIR": ""}
     return subprocess.run([*prefix, TFCOMPILE, *arguments], cwd=cwd, capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=60, check=False, env=environment)
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.compile import build_objects
 from tfcompile.spec.loading import load_jobs
+from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text
 
 
@@ -404,3 +405,119 @@ def test_the_order_of_keys_in_a_pod_template_changes_no_output(tmp_path: Path) -
     assert json.dumps(first) == json.dumps(second)
     spec = template_of(first, "demo-worker")["spec"]
     assert list(spec["nodeSelector"]) == ["y", "z"]
+
+
+WALKED_TEMPLATE: dict[str, Any] = {
+    "metadata": {"labels": {"team": "a"}, "annotations": {"note": "b"}},
+    "spec": {
+        "securityContext": {"runAsUser": 1000, "runAsNonRoot": True},
+        "nodeSelector": {"pool": "gpu"},
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+        "volumes": [{"name": "data", "emptyDir": {}}],
+        "initContainers": [{"name": "init", "image": "busybox",
+                            "securityContext": {"runAsUser": 1000},
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "containers": [
+            {"name": "tensorflow", "env": [{"name": "A", "value": "b"}],
+             "resources": {"limits": {"cpu": "1"}}, "securityContext": {"runAsUser": 1000},
+             "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
+            {"name": "side", "image": "busybox", "volumeMounts": [{"name": "data",
+                                                                   "mountPath": "/data"}]},
+        ],
+    },
+}
+"""A pod template with every part the rules and the merge read: metadata, labels, the pod's and
+the containers' security contexts, volumes, containers and init containers, env, resources,
+mounts."""
+
+INTEGER_KEY = "(integer key)"
+WRONG_SHAPES: list[Any] = ["x", 1, True, None, [], ["x"], {}, {"x": 1}, INTEGER_KEY]
+"""What each part is replaced by: a scalar, null, a list, a map, a map whose key is a number."""
+
+
+def _parts(node: Any, path: tuple[str | int, ...] = ()) -> Any:
+    yield path
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _parts(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _parts(value, (*path, index))
+
+
+def _with(path: tuple[str | int, ...], value: Any) -> Any:
+    if not path:
+        return value
+    template = json.loads(json.dumps(WALKED_TEMPLATE))
+    node = template
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return template
+
+
+def _keys_and_items(value: Any) -> Any:
+    """Every key and list item of compiled objects."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _keys_and_items(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield item
+            yield from _keys_and_items(item)
+
+
+def test_every_part_of_a_pod_template_in_the_wrong_shape_is_a_located_problem(
+    tmp_path: Path,
+) -> None:
+    """Each part of a pod template, at job and at role level, replaced by a scalar, a list, a
+    map, null or a map with a number for a key: a located problem, or a job whose objects have
+    only string keys and no empty list item; never another exception."""
+    path = tmp_path / "job.yaml"
+    outcomes = {"refused": 0, "built": 0}
+    for level in ("job", "role"):
+        for part in _parts(WALKED_TEMPLATE):
+            for value in WRONG_SHAPES:
+                fragment = json.dumps(_with(part, value)).replace(
+                    json.dumps(INTEGER_KEY), "{1: a}")
+                if level == "job":
+                    text = job_text(spec_lines=f"podTemplate: {fragment}")
+                else:
+                    text = job_text(roles=f"worker: {{replicas: 2, podTemplate: {fragment}}}")
+                path.write_text(text, encoding="utf-8")
+                try:
+                    objects = [item for loaded in load_jobs(path)
+                               for item in build_objects(loaded)]
+                except SpecError as error:
+                    assert all(problem.location.line >= 1 for problem in error.problems)
+                    outcomes["refused"] += 1
+                    continue
+                for item in _keys_and_items(objects):
+                    assert item is not None, (level, part, value)
+                outcomes["built"] += 1
+    assert outcomes["refused"] > 0 and outcomes["built"] > 0
+
+
+@pytest.mark.parametrize(("fragment", "at", "field", "says"), [
+    ("{spec: x}", "x}", "spec", "expected object (Kubernetes 1.33 schema)"),
+    ("{spec: {initContainers: 1}}", "1}", "spec.initContainers", "expected array"),
+    ("{spec: {containers: [null]}}", "null", "spec.containers[0]",
+     "an empty list item (null), which the API server reads as an item with no fields; "
+     "remove it or give its fields"),
+    ("{metadata: {labels: {1: a}}}", "1: a", "metadata.labels.1",
+     "a key of a Kubernetes object is a string: quote it"),
+])
+def test_a_pod_template_of_the_wrong_shape_is_refused_at_its_place(
+    fragment: str, at: str, field: str, says: str, tmp_path: Path,
+    run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = job_text(roles=f"worker: {{replicas: 2, podTemplate: {fragment}}}")
+    (tmp_path / "job.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("build", "job.yaml", "-o", "output")
+    assert result.status == 2, result.stderr
+    expected = (f"job.yaml:{_line_column(text, at)}: spec.roles.worker.podTemplate.{field}: "
+                f"{says}")
+    assert expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

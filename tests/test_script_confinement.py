@@ -1,7 +1,8 @@
 """`script:` ships a file into a ConfigMap (and CI prints it), so it must not reach outside the
 job's repository: no absolute paths, no `..` out of it, nothing in `.git`, no symlink that leaves
-it, no device or FIFO, nothing too big for a ConfigMap, and a name that is a ConfigMap key. Each
-refusal is exit 2 at the `script:` value, with nothing written and nothing of the file shown."""
+it, no file with a second name (a hard link), no device or FIFO, nothing too big for a ConfigMap,
+and a name that is a ConfigMap key. Each refusal is exit 2 at the `script:` value, with nothing
+written and nothing of the file shown."""
 
 from __future__ import annotations
 
@@ -81,12 +82,26 @@ def _named(name: str) -> Callable[[Layout], None]:
     return prepare
 
 
+def _hard_link(name: str, target: Callable[[Layout], Path]) -> Callable[[Layout], None]:
+    def prepare(layout: Layout) -> None:
+        os.link(target(layout), layout.job_folder / name)
+    return prepare
+
+
+def _symlink_to_hard_link(layout: Layout) -> None:
+    os.link(layout.repository / ".git" / "config", layout.repository / "config.py")
+    (layout.job_folder / "link.py").symlink_to(Path("../../config.py"))
+
+
 def _git_file_worktree(layout: Layout) -> None:
     (layout.job_folder / "sub").mkdir()
     (layout.job_folder / "sub" / ".git").write_text("gitdir: ../../.git\n", encoding="utf-8")
 
 
 OUTSIDE = "leads outside the job's repository"
+HARD_LINKED = ("the script has 2 hard links: another name on this machine is the same file (it "
+               "could be .git/config or any file outside the repository), so it is not shipped; "
+               "allowed: a file with one link (copy the file instead of linking it)")
 REFUSALS = [
     Refusal("absolute path to a system file", "/etc/hostname", "must be a path relative"),
     Refusal("absolute path into /proc", "/proc/self/environ", "must be a path relative"),
@@ -116,6 +131,14 @@ REFUSALS = [
     Refusal("a symlink loop", "loop.py", "is not a regular file",
             _symlink("loop.py", lambda layout: layout.job_folder / "loop.py")),
     Refusal("a missing file", "missing.py", "no such file"),
+    Refusal("a hard link to .git/config", "linked.py", HARD_LINKED,
+            _hard_link("linked.py", lambda layout: layout.repository / ".git" / "config")),
+    Refusal("a hard link to a file outside", "host.py", HARD_LINKED,
+            _hard_link("host.py", lambda layout: layout.outside / "hostname")),
+    Refusal("a second name of a file of the repository", "again.py", HARD_LINKED,
+            _hard_link("again.py", lambda layout: layout.job_folder / "train.py")),
+    Refusal("a symlink to a hard link to .git/config", "link.py", HARD_LINKED,
+            _symlink_to_hard_link),
     Refusal("a file too big for a ConfigMap", "big.py", "a ConfigMap holds at most", _big),
     Refusal("a name with a space", "'train me.py'", "not a valid ConfigMap key",
             _named("train me.py")),

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import Result, job_text
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
-from tfcompile.spec.scripts import MAXIMUM_SCRIPT_BYTES
+from tfcompile.spec.scripts import MAXIMUM_FOLDER_DEPTH, MAXIMUM_SCRIPT_BYTES
 
 COMMAND = "[python, /opt/tfcompile/script/main.py]"
 MARKER = "MARKER-4711-must-not-leak"
@@ -146,6 +146,33 @@ def _too_big(package: Path) -> None:
             handle.truncate(MAXIMUM_SCRIPT_BYTES // 2 + 1)
 
 
+def _hard_link_to_git(package: Path) -> None:
+    os.link(package.parents[2] / ".git" / "config", package / "model" / "config.py")
+
+
+def _hard_link_inside(package: Path) -> None:
+    os.link(package / "main.py", package / "model" / "main.py")
+
+
+def _deep(levels: int) -> Callable[[Path], None]:
+    """Folders `levels` deep under the package, a module at the bottom. Made one level at a
+    time relative to the last, since the whole path may be longer than the system allows."""
+    def prepare(package: Path) -> None:
+        descriptor = os.open(package, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for _ in range(levels):
+                os.mkdir("d", dir_fd=descriptor)
+                deeper = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor)
+                os.close(descriptor)
+                descriptor = deeper
+            module = os.open("m.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=descriptor)
+            os.write(module, MARKER.encode())
+            os.close(module)
+        finally:
+            os.close(descriptor)
+    return prepare
+
+
 def _binary(package: Path) -> None:
     (package / "model" / "__pycache__").mkdir()
     (package / "model" / "__pycache__" / "layers.pyc").write_bytes(
@@ -165,6 +192,13 @@ REFUSALS = [
      "model__layers__dense.py"),
     ("too big in total", _too_big, "the folder's 6 files and their keys are "),
     ("a file that is not text", _binary, "model/__pycache__/layers.pyc is not UTF-8 text"),
+    ("a hard link to .git/config", _hard_link_to_git,
+     "model/config.py: has 2 hard links: another name on this machine is the same file"),
+    ("a second name of a file of the package", _hard_link_inside,
+     "main.py: has 2 hard links"),
+    ("folders a level too deep", _deep(MAXIMUM_FOLDER_DEPTH + 1),
+     f"{'d/' * MAXIMUM_FOLDER_DEPTH}d: a folder more than {MAXIMUM_FOLDER_DEPTH} levels below "
+     f"the script folder; allowed: folders at most {MAXIMUM_FOLDER_DEPTH} levels deep"),
 ]
 
 
@@ -217,3 +251,48 @@ def test_a_symlink_to_a_file_inside_the_repository_is_shipped_under_its_own_path
     assert "  model__common.py: |\n    VALUE = 3\n" in config_map.read_text(encoding="utf-8")
     statefulset = (output / "demo" / "statefulset-demo-worker.yaml").read_text(encoding="utf-8")
     assert "- key: model__common.py\n            path: model/common.py\n" in statefulset
+
+
+def _remove_deep(package: Path, levels: int) -> None:
+    """Remove what `_deep(levels)` made, bottom up, one level at a time."""
+    descriptors = [os.open(package, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        for _ in range(levels):
+            descriptors.append(os.open("d", os.O_RDONLY | os.O_DIRECTORY,
+                                       dir_fd=descriptors[-1]))
+        os.unlink("m.py", dir_fd=descriptors[-1])
+        while len(descriptors) > 1:
+            os.close(descriptors.pop())
+            os.rmdir("d", dir_fd=descriptors[-1])
+    finally:
+        for descriptor in descriptors:
+            os.close(descriptor)
+
+
+def test_folders_1100_levels_deep_are_a_located_problem(
+    tmp_path: Path, run_cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = _repository(tmp_path)
+    package = job.parent / "train"
+    _deep(1100)(package)
+    try:
+        monkeypatch.chdir(job.parent)
+        result = run_cli("build", "job.yaml", "-o", "output")
+    finally:
+        _remove_deep(package, 1100)
+    assert result.status == 2, result.stderr
+    assert (f"job.yaml:7:11: spec.script: {'d/' * MAXIMUM_FOLDER_DEPTH}d: a folder more than "
+            f"{MAXIMUM_FOLDER_DEPTH} levels below the script folder") in result.stderr
+    assert not (job.parent / "output").exists()
+
+
+def test_folders_as_deep_as_allowed_are_shipped(
+    tmp_path: Path, run_cli: Callable[..., Result]
+) -> None:
+    job = _repository(tmp_path)
+    _deep(MAXIMUM_FOLDER_DEPTH)(job.parent / "train")
+    output = tmp_path / "output"
+    result = run_cli("build", str(job), "-o", str(output))
+    assert result.status == 0, result.stderr
+    [config_map] = output.glob("demo/configmap-demo-script-*.yaml")
+    assert f"{'d__' * MAXIMUM_FOLDER_DEPTH}m.py:" in config_map.read_text(encoding="utf-8")

@@ -57,8 +57,8 @@ MISTAKES = [
     Mistake("ParameterServer without workers",
             job(roles="    ps: {replicas: 1}\n    chief: {replicas: 1}"),
             "roles:", "spec.roles", "needs at least one worker replica"),
-    Mistake("unknown role", job(roles="    master: {replicas: 1}"), "master:",
-            "spec.roles.master", "allowed here: chief, worker, ps, evaluator"),
+    Mistake("unknown role", job(roles="    leader: {replicas: 1}"), "leader:",
+            "spec.roles.leader", "allowed here: chief, worker, ps, evaluator"),
     Mistake("port out of range", job("port: 70000\n"), "70000", "spec.port",
             "must be at most 65535"),
     Mistake("the revision gate's port as the training port", job("port: 2223\n"), "2223",
@@ -82,7 +82,11 @@ MISTAKES = [
             "no such file (the path is relative to the job file's folder)"),
     Mistake("no command and no script",
             job().replace("  command: [python, /app/train.py]\n", ""),
-            "worker:", "spec.roles.worker", "no command"),
+            "spec:", "spec", "the job has neither command nor script: set spec.command"),
+    Mistake("a role without a command in a job without one",
+            job(roles="    chief: {replicas: 1, command: [python, c.py]}\n"
+                "    worker: {replicas: 2}").replace("  command: [python, /app/train.py]\n", ""),
+            "worker:", "spec.roles.worker", "this role has no command of its own"),
     Mistake("shared storage without size",
             job("storage:\n  shared: {mountPath: /mnt/shared}\n"), "shared:",
             "spec.storage.shared", "give size (a new ReadWriteMany claim) or existingClaim"),
@@ -136,6 +140,145 @@ MISTAKES = [
 ]
 
 
+def _role(lines: str) -> str:
+    """The job with the worker role given as `lines` (at the role's indentation)."""
+    return job(roles="    worker:\n      replicas: 2\n" + textwrap.indent(lines, "      "))
+
+
+RUN_POLICY = "tfcompile has no runPolicy: suspend is spec.suspend"
+RESTART_POLICY = ("tfcompile has no restartPolicy: the pods of a StatefulSet always restart, and "
+                  "spec.failurePolicy says when a failing task stops")
+CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a StatefulSet keeps its pods, and "
+                    "onSuccess: release scales the job's StatefulSets to zero")
+TTL = ("tfcompile has no ttlSecondsAfterFinished: the job's objects live as long as the job is "
+       "in git")
+DEADLINE = ("tfcompile has no deadline yet (not yet supported); meanwhile run the command under "
+            "timeout")
+BACKOFF_LIMIT = "use spec.failurePolicy.maxRestarts"
+SCHEDULING_POLICY = "use spec.scheduling: gang (volcano, coscheduling or kueue)"
+
+TFJOB_MISTAKES = [
+    Mistake("TFJob apiVersion", job().replace("tfcompile.dev/v1alpha1", "kubeflow.org/v1"),
+            "kubeflow.org/v1", "apiVersion", "must be 'tfcompile.dev/v1alpha1': this is a "
+            "Kubeflow TFJob's apiVersion (docs/migrating-from-tfjob.md"),
+    Mistake("TFJob kind", job().replace("kind: TrainingJob", "kind: TFJob"), "TFJob", "kind",
+            "must be 'TrainingJob': this is a Kubeflow TFJob's kind"),
+    Mistake("tfReplicaSpecs", job("tfReplicaSpecs:\n  Worker: {replicas: 2}\n"),
+            "tfReplicaSpecs:", "spec.tfReplicaSpecs",
+            "TFJob's tfReplicaSpecs are spec.roles: Chief and Master become chief"),
+    Mistake("an empty runPolicy", job("runPolicy: {}\n"), "runPolicy:", "spec.runPolicy",
+            RUN_POLICY),
+    Mistake("runPolicy.cleanPodPolicy", job("runPolicy: {cleanPodPolicy: All}\n"),
+            "cleanPodPolicy", "spec.runPolicy.cleanPodPolicy", CLEAN_POD_POLICY),
+    Mistake("runPolicy.ttlSecondsAfterFinished",
+            job("runPolicy:\n  ttlSecondsAfterFinished: 600\n"), "ttlSeconds",
+            "spec.runPolicy.ttlSecondsAfterFinished", TTL),
+    Mistake("runPolicy.activeDeadlineSeconds",
+            job("runPolicy:\n  activeDeadlineSeconds: 3600\n"), "activeDeadline",
+            "spec.runPolicy.activeDeadlineSeconds", DEADLINE),
+    Mistake("runPolicy.backoffLimit", job("runPolicy: {backoffLimit: 3}\n"), "backoffLimit",
+            "spec.runPolicy.backoffLimit", BACKOFF_LIMIT),
+    Mistake("runPolicy.schedulingPolicy", job(
+        "runPolicy:\n  schedulingPolicy: {minAvailable: 3, queue: research}\n"),
+        "schedulingPolicy", "spec.runPolicy.schedulingPolicy", SCHEDULING_POLICY),
+    Mistake("runPolicy.suspend", job("runPolicy: {suspend: true}\n"), "suspend",
+            "spec.runPolicy.suspend", "use spec.suspend"),
+    Mistake("runPolicy.managedBy", job("runPolicy: {managedBy: kueue.x-k8s.io/multikueue}\n"),
+            "managedBy", "spec.runPolicy.managedBy", "tfcompile has no managedBy"),
+    Mistake("a field runPolicy never had", job("runPolicy: {backoffLimit: 3, retries: 2}\n"),
+            "retries", "spec.runPolicy.retries", f"not a field of TFJob's either; {RUN_POLICY}"),
+    Mistake("successPolicy", job("successPolicy: AllWorkers\n"), "successPolicy",
+            "spec.successPolicy", "without a chief, when every worker has (TFJob's AllWorkers)"),
+    Mistake("enableDynamicWorker", job("enableDynamicWorker: true\n"), "enableDynamicWorker",
+            "spec.enableDynamicWorker", "tfcompile has no dynamic workers: change "
+            "roles.worker.replicas in git"),
+    Mistake("cleanPodPolicy under spec", job("cleanPodPolicy: Running\n"), "cleanPodPolicy",
+            "spec.cleanPodPolicy", CLEAN_POD_POLICY),
+    Mistake("ttlSecondsAfterFinished under spec", job("ttlSecondsAfterFinished: 600\n"),
+            "ttlSeconds", "spec.ttlSecondsAfterFinished", TTL + " (remove it, and Argo CD or "
+            "Flux prunes them); onSuccess: release frees the pods"),
+    Mistake("activeDeadlineSeconds under spec", job("activeDeadlineSeconds: 3600\n"),
+            "activeDeadline", "spec.activeDeadlineSeconds",
+            DEADLINE + " (command: [timeout, 48h, python, ...]) with "
+            "spec.failurePolicy.doNotRetryExitCodes: [124]"),
+    Mistake("backoffLimit under spec", job("backoffLimit: 3\n"), "backoffLimit",
+            "spec.backoffLimit", BACKOFF_LIMIT),
+    Mistake("schedulingPolicy under spec", job("schedulingPolicy: {queue: research}\n"),
+            "schedulingPolicy", "spec.schedulingPolicy", SCHEDULING_POLICY),
+    Mistake("managedBy under spec", job("managedBy: kueue.x-k8s.io/multikueue\n"),
+            "managedBy", "spec.managedBy", "tfcompile has no managedBy: its output is "
+            "StatefulSets and Services, which Kubernetes' own controllers manage"),
+    Mistake("restartPolicy under spec", job("restartPolicy: OnFailure\n"), "restartPolicy",
+            "spec.restartPolicy", RESTART_POLICY),
+    Mistake("gpus for the whole job", job("gpus: 1\n"), "gpus", "spec.gpus",
+            "gpus is a role's: roles.<role>.gpus (for example roles.worker.gpus)"),
+    Mistake("nodeSelector for the whole job", job("nodeSelector: {pool: gpu}\n"),
+            "nodeSelector", "spec.nodeSelector",
+            "a pod's field: put it in spec.podTemplate.spec.nodeSelector"),
+    Mistake("nodeSelector under a role", _role("nodeSelector: {pool: gpu}\n"), "nodeSelector",
+            "spec.roles.worker.nodeSelector",
+            "a pod's field: put it in roles.worker.podTemplate.spec.nodeSelector"),
+    Mistake("tolerations under a role", _role("tolerations: []\n"), "tolerations",
+            "spec.roles.worker.tolerations",
+            "a pod's field: put it in roles.worker.podTemplate.spec.tolerations"),
+    Mistake("volumeMounts under a role", _role("volumeMounts: []\n"), "volumeMounts",
+            "spec.roles.worker.volumeMounts", "a container's field: put it in "
+            "roles.worker.podTemplate.spec.containers, in the container named tensorflow"),
+    Mistake("schedulerName under a role", _role("schedulerName: volcano\n"), "schedulerName",
+            "spec.roles.worker.schedulerName", "a pod template may not set schedulerName: set "
+            "spec.scheduling (gang: volcano | coscheduling | kueue)"),
+    *(Mistake(f"restartPolicy {value} under a role", _role(f"restartPolicy: {value}\n"),
+              "restartPolicy", "spec.roles.worker.restartPolicy", f"{RESTART_POLICY}: {says}")
+      for value, says in [
+          ("OnFailure", "TFJob's Never is {maxRestarts: 0}, ExitCode is doNotRetryExitCodes with "
+           "the codes retrying will not fix (TFJob took 1-127), OnFailure and Always are the "
+           "default (no failurePolicy: retried for ever) or a maxRestarts"),
+          ("ExitCode", "TFJob's Never is {maxRestarts: 0}, ExitCode is doNotRetryExitCodes"),
+          ("Never", "TFJob's Never is {maxRestarts: 0}"),
+          ("Always", "TFJob's Never is {maxRestarts: 0}")]),
+    Mistake("failurePolicy under a role", _role("failurePolicy: {maxRestarts: 3}\n"),
+            "failurePolicy", "spec.roles.worker.failurePolicy",
+            "failurePolicy is the job's, for every role: spec.failurePolicy"),
+    Mistake("backoffLimit under a role", _role("backoffLimit: 3\n"), "backoffLimit",
+            "spec.roles.worker.backoffLimit", BACKOFF_LIMIT),
+    Mistake("template under a role", _role("template:\n  spec: {containers: []}\n"),
+            "template", "spec.roles.worker.template", "TFJob's template is "
+            "roles.worker.podTemplate here; its tensorflow container's image, command, args, env "
+            "and resources go in roles.worker's own fields"),
+    Mistake("a master role", job(roles="    master: {replicas: 1}\n    worker: {replicas: 1}"),
+            "master:", "spec.roles.master", "TFJob's Master is TensorFlow's chief: use "
+            "roles.chief"),
+    *(Mistake(f"a {kind} role", job(roles=f"    {kind}: {{replicas: 1}}"), f"{kind}:",
+              f"spec.roles.{kind}", advice)
+      for kind, advice in [
+          ("Master", "TFJob's Master is TensorFlow's chief: use roles.chief"),
+          ("Chief", "roles are written in lower case: use roles.chief"),
+          ("Worker", "roles are written in lower case: use roles.worker"),
+          ("PS", "roles are written in lower case: use roles.ps"),
+          ("Evaluator", "roles are written in lower case: use roles.evaluator")]),
+    *(Mistake(f"schedulingPolicy.{field} under scheduling",
+              job(f"scheduling: {{gang: volcano, {field}: 1}}\n"), field,
+              f"spec.scheduling.{field}", advice)
+      for field, advice in [
+          ("minAvailable", "tfcompile has no minAvailable: a gang is always every pod of the "
+           "job"),
+          ("priorityClass", "use podTemplate.spec.priorityClassName"),
+          ("minResources", "tfcompile has no minResources"),
+          ("scheduleTimeoutSeconds", "tfcompile has no scheduleTimeoutSeconds")]),
+    Mistake("a pod's field straight under podTemplate", job("podTemplate:\n  nodeSelector: "
+            "{pool: gpu}\n"), "nodeSelector", "spec.podTemplate.nodeSelector",
+            "unknown field (Kubernetes 1.33 schema); a pod's field belongs under spec: "
+            "spec.podTemplate.spec.nodeSelector"),
+    Mistake("an image's entrypoint instead of a command",
+            job().replace("  command: [python, /app/train.py]\n", ""), "spec:", "spec",
+            "the job has neither command nor script: set spec.command (or spec.script, a file "
+            "to run with python); tfcompile's launcher runs the command, so the image's own "
+            "entrypoint does not run"),
+]
+"""A Kubeflow TFJob's fields where a user moving a job writes them: each names the field to use
+instead, or says that tfcompile has none and why."""
+
+
 def _position(text: str, fragment: str, occurrence: int = 1) -> tuple[int, int]:
     start = -1
     for _ in range(occurrence):
@@ -173,6 +316,30 @@ def test_each_mistake_is_reported_at_its_place(
     result = _refused_at(run_cli, mistake.text, mistake.at, f"{mistake.field}: ", mistake.says,
                          "--overlays", str(overlays), occurrence=mistake.occurrence)
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("mistake", TFJOB_MISTAKES, ids=[m.name for m in TFJOB_MISTAKES])
+def test_each_tfjob_field_says_what_to_use_instead(
+    mistake: Mistake,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Result],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = _refused_at(run_cli, mistake.text, mistake.at, f"{mistake.field}: ", mistake.says,
+                         occurrence=mistake.occurrence)
+    assert "Traceback" not in result.stderr
+
+
+def test_every_tfjob_field_of_the_table_is_tried() -> None:
+    """Each place of the table of TFJob fields is one of the mistakes above (a role's place
+    tried with the worker)."""
+    from tfcompile.spec.misplaced_fields import ROLE, TFJOB_FIELDS
+
+    tried = {m.field for m in TFJOB_MISTAKES}
+    untried = [".".join(hint.place) for hint in TFJOB_FIELDS
+               if ".".join(hint.place).replace(ROLE, "worker") not in tried]
+    assert untried == []
 
 
 def test_there_are_at_least_25_distinct_mistakes() -> None:
@@ -238,7 +405,8 @@ def test_an_alias_bomb_is_refused_quickly(
     result = run_cli("build", str(path), "-o", str(path.parent / "out"))
     elapsed = time.monotonic() - started
     assert result.status == 2
-    assert "expands to more than 100000 values through YAML aliases" in result.stderr
+    assert ("holds more than 10000 values or 262144 characters of text (keys included) once "
+            "its YAML aliases are expanded") in result.stderr
     assert elapsed < 5
 
 
@@ -327,6 +495,11 @@ SECRETS = [
            JWT, "metadata.annotations.auth", f"{SHAPED} a JSON Web Token", JWT),
     Secret("Azure connection string in env", job(f"env: {{STORAGE: '{AZURE}'}}\n"), "'Default",
            "spec.env.STORAGE", f"{SHAPED} an Azure storage key", "Zm9vYmFy"),
+    Secret("JSON Web Token run on from other letters", job(f"args: ['--auth=Bearer{JWT}']\n"),
+           "'--auth", "spec.args[0]", f"{SHAPED} a JSON Web Token", JWT),
+    Secret("password in a URL whose scheme follows digits", job(
+        f"args: ['--db=1+{DATABASE_URL}']\n"), "'--db", "spec.args[0]",
+        f"{SHAPED} a password in a URL", PASSWORD),
     Secret("password in a URL in env", job(f"env: {{DATABASE_URL: '{DATABASE_URL}'}}\n"),
            "'postgres", "spec.env.DATABASE_URL", f"{SHAPED} a password in a URL", PASSWORD),
     Secret("password in a URL in args", job(f"args: ['--db={DATABASE_URL}']\n"), "'--db",

@@ -15,6 +15,13 @@ scheduler names the group its own way:
   (`kueue.x-k8s.io/pod-group-total-count`) and `kueue.x-k8s.io/pod-group-serving: "true"` (the
   pods of a StatefulSet restart rather than finish). The labels go on the pod templates only:
   a queue label on a StatefulSet would make Kueue admit each role as a gang of its own.
+
+A `PodGroup` must exist before the first pod of its gang (a pod without its group is scheduled
+alone, or never). Argo CD applies kinds it does not know after the kinds it knows within one sync
+wave, so the `PodGroup` carries a sync wave one before the job's other objects
+(`argocd.argoproj.io/sync-wave`); Argo CD applies it, and waits for it, before the StatefulSets.
+Flux applies unknown kinds last too; its kustomize-controller applies the kinds named by
+`--custom-apply-stage-kinds` in a stage of their own first (docs/gitops.md).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 KUEUE_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+SYNC_WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
 
 
 def gang_size(job: TrainingJob) -> int:
@@ -59,12 +67,18 @@ def pod_group(job: TrainingJob) -> dict[str, Any] | None:
             spec["queue"] = job.spec.scheduling.queue
     else:
         api_version = "scheduling.x-k8s.io/v1alpha1"
-    return {
-        "apiVersion": api_version,
-        "kind": "PodGroup",
-        "metadata": object_metadata(job, gang_name(job), labels),
-        "spec": spec,
-    }
+    metadata = object_metadata(job, gang_name(job), labels)
+    metadata.setdefault("annotations", {})[SYNC_WAVE_ANNOTATION] = _earlier_sync_wave(job)
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": metadata, "spec": spec}
+
+
+def _earlier_sync_wave(job: TrainingJob) -> str:
+    """One wave before the job's other objects (wave 0, or the one its annotations give)."""
+    wave = job.metadata.annotations.get(SYNC_WAVE_ANNOTATION, "0")
+    try:
+        return str(int(wave) - 1)
+    except ValueError:
+        return "-1"
 
 
 def gang_template(job: TrainingJob) -> dict[str, Any] | None:

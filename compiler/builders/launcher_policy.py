@@ -12,7 +12,9 @@ file `init` writes, say the rest in CEL:
   to nothing else;
 - `records`: a pod may patch only its own job's state ConfigMap (`<job>-state`), only the `data`
   key of its own task (`<role>-<index>`), only with a value in the launcher's format, removing
-  no key; no create, no delete, no metadata.
+  no key; no create, no delete, no metadata. Beside its own final failure it may set the two
+  keys the Argo CD health check reads (`failed-revision`, `failed-task`), only to what that
+  failure record says.
 
 Whose requests. An account's labels are not part of a request, but two things are: the user
 name, `system:serviceaccount:<namespace>:<account>`, and, for a token bound to a pod (the
@@ -32,7 +34,13 @@ from typing import Any
 from tfcompile.spec.models import RoleName
 
 from ..labels import JOB_LABEL, MANAGED_BY, STATE_COMPONENT
-from ..launcher import RECORD_PATTERN
+from ..launcher import (
+    FAILED,
+    FAILED_REVISION_KEY,
+    FAILED_TASK_KEY,
+    RECORD_PATTERN,
+    REVISION_DIGITS,
+)
 from ..names import (
     LAUNCHER_ACCOUNT_PART,
     LAUNCHER_RECORDS_POLICY,
@@ -127,6 +135,20 @@ def scale_policy() -> dict[str, Any]:
     )
 
 
+_FAILED_PREFIX_LENGTH = len(f"{FAILED} ") + REVISION_DIGITS + 1
+"""`failed <revision> ` before the detail of a failure record."""
+_FAILURE_SUMMARY = f"""\
+!variables.changed.exists(key, key in ['{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}']) ||
+(['{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}', variables.task].all(key, key in variables.new) &&
+ variables.new[variables.task].startsWith(
+   '{FAILED} ' + variables.new['{FAILED_REVISION_KEY}'] + ' ') &&
+ size(variables.new[variables.task]) > {_FAILED_PREFIX_LENGTH} &&
+ variables.new['{FAILED_TASK_KEY}'] == variables.task + ' (' +
+   variables.new[variables.task].substring({_FAILED_PREFIX_LENGTH}) + ')')"""
+"""The failure summary keys, when a request sets them, repeat the pod's own failure record:
+the revision it names, and the task with the record's detail."""
+
+
 def records_policy() -> dict[str, Any]:
     """A job's pods patch only their own task's record in their job's state ConfigMap."""
     state_labels = (f"o.metadata.?labels[?'app.kubernetes.io/managed-by'].orValue('') == "
@@ -146,7 +168,10 @@ def records_policy() -> dict[str, Any]:
         {"name": "a-job-state",
          "expression": f"[object, oldObject].exists(o, o != null &&\n {state_labels})"},
         [{"name": "old", "expression": "oldObject == null ? {} : oldObject.?data.orValue({})"},
-         {"name": "new", "expression": "object == null ? {} : object.?data.orValue({})"}],
+         {"name": "new", "expression": "object == null ? {} : object.?data.orValue({})"},
+         {"name": "changed",
+          "expression": "variables.new.filter(key, !(key in variables.old) ||\n"
+                        "  variables.old[key] != variables.new[key])"}],
         [
             {"expression": "request.operation == 'UPDATE'",
              "reason": "Forbidden",
@@ -162,12 +187,16 @@ def records_policy() -> dict[str, Any]:
              "messageExpression": "'pod ' + variables.pod + ' may change only the data of ' + "
                                   "request.name"},
             {"expression": "variables.old.all(key, key in variables.new) &&\n"
-                           "variables.new.all(key, key == variables.task ||\n"
-                           "  (key in variables.old && variables.old[key] == "
-                           "variables.new[key]))",
+                           "variables.changed.all(key, key in\n"
+                           f"  [variables.task, '{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}'])",
              "reason": "Forbidden",
              "messageExpression": "'pod ' + variables.pod + ' may write only the record of its "
                                   "own task, ' + variables.task + ', and remove none'"},
+            {"expression": _FAILURE_SUMMARY,
+             "reason": "Forbidden",
+             "messageExpression": f"'pod ' + variables.pod + ' may set {FAILED_REVISION_KEY} "
+                                  f"and {FAILED_TASK_KEY} only beside its own failure record, "
+                                  "to what it says'"},
             {"expression": "!(variables.task in variables.new) ||\n"
                            f"variables.new[variables.task].matches('{RECORD_PATTERN}')",
              "reason": "Forbidden",

@@ -3,7 +3,8 @@
 There is no cluster or container engine here, so every pod of the rendered manifests becomes a
 group of local processes: its own network namespace on a bridge private to the run, a hosts file
 answering every pod's cluster DNS names, its volumes, and for each container a private mount and
-PID namespace; commands run with this machine's Python. See `run_pods` for the contract.
+PID namespace; commands run with this machine's Python, as no user of this machine (a user
+namespace), and end with the run however it ends. See `run_pods` for the contract.
 """
 
 from .options import ContainerSummary, LocalRunOptions, PodSummary, RunOutcome

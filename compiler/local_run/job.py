@@ -7,6 +7,7 @@ so a local run tests the YAML a cluster would get, not the compiler's intent.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..build import BuildSettings, compile_all
 from ..labels import ROLE_LABEL
+from ..output_lock import locked
 from ..output_tree import plan, write
 from ..rendering.kustomize import render
 from ..rendering.manifests import parse_manifests
@@ -22,6 +24,7 @@ from ..rendering.pods import Pod, pods_of
 from .options import LocalRunOptions, RunOutcome
 from .runner import run_pods
 from .secrets_file import parse_secrets_file
+from .workspace import DIRECTORY_PREFIX, mark_owner
 
 
 class LocalJobError(Exception):
@@ -64,7 +67,8 @@ def rendered_pods(
         names = ", ".join(job.name for job in compiled)
         raise LocalJobError(f"{settings.job_file} holds {len(compiled)} jobs ({names}); "
                             "run-local runs one: put it in a file of its own")
-    write(plan(directory / "output", compiled))
+    with locked(directory / "output", exclusive=True) as location:
+        write(plan(location, compiled))
     objects = parse_manifests(render(directory / "output" / compiled[0].name,
                                      allow_remote=settings.allow_remote))
     secrets = parse_secrets_file(settings.secrets_file) if settings.secrets_file else {}
@@ -73,8 +77,11 @@ def rendered_pods(
 
 def run_job(settings: LocalJobSettings) -> RunOutcome:
     """Run every pod of the job's StatefulSets until the training succeeds or fails."""
-    with tempfile.TemporaryDirectory(prefix="tfcompile-run-local-") as temporary:
-        pods, objects, secrets = rendered_pods(settings, Path(temporary))
+    with tempfile.TemporaryDirectory(prefix=f"{DIRECTORY_PREFIX}local-",
+                                     dir=settings.options.temporary_directory) as temporary:
+        mark_owner(Path(temporary))  # removed by the next run if this one is killed
+        # Its path without links: the output directory's path may have none (output_location).
+        pods, objects, secrets = rendered_pods(settings, Path(os.path.realpath(temporary)))
         if not pods:
             raise LocalJobError("the rendered job has no pods (suspend: true, or every role has "
                                 "replicas: 0)")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from . import addressing
 from .addressing import PodAddress
+from .namespace_holder import NETWORK
 
 HOLDER_MODULE = f"{__package__}.namespace_holder"
 HOLDER_START_SECONDS = 20.0
@@ -63,8 +64,10 @@ class NetworkPrograms:
     nsenter: str
 
 
-def _start_holder(hostname: str | None) -> subprocess.Popen[str]:
-    arguments = [sys.executable, "-P", "-m", HOLDER_MODULE, str(os.getpid())]
+def start_holder(kind: str, hostname: str | None = None) -> subprocess.Popen[str]:
+    """Start a `namespace_holder` making namespaces of `kind` (its NETWORK or USER); the
+    namespaces exist once `wait_ready` returns, and until `release_holder`."""
+    arguments = [sys.executable, "-P", "-m", HOLDER_MODULE, str(os.getpid()), kind]
     if hostname is not None:
         arguments.append(hostname)
     return subprocess.Popen(
@@ -78,16 +81,17 @@ def _start_holder(hostname: str | None) -> subprocess.Popen[str]:
     )
 
 
-def _wait_ready(holder: subprocess.Popen[str]) -> None:
+def wait_ready(holder: subprocess.Popen[str], what: str = "a network namespace") -> None:
+    """Wait until the holder's namespaces exist; NetworkSetupError says why they do not."""
     assert holder.stdout is not None
     line = holder.stdout.readline()
     if line.strip() != "ready":
         holder.kill()
         _, error = holder.communicate(timeout=HOLDER_START_SECONDS)
-        raise NetworkSetupError(f"could not create a network namespace: {error.strip()}")
+        raise NetworkSetupError(f"could not create {what}: {error.strip()}")
 
 
-def _release(holder: subprocess.Popen[str]) -> None:
+def release_holder(holder: subprocess.Popen[str]) -> None:
     """End a holder (closing its standard input ends it) and reap it."""
     for stream in (holder.stdin, holder.stdout, holder.stderr):
         if stream is not None:
@@ -161,12 +165,12 @@ def create_network(run_identifier: str, plan: Sequence[PodAddress],
     holders: dict[str, subprocess.Popen[str]] = {}
     bridge_holder: subprocess.Popen[str] | None = None
     try:
-        bridge_holder = _start_holder(None)
+        bridge_holder = start_holder(NETWORK)
         for entry in plan:
-            holders[entry.pod.name] = _start_holder(entry.hostname)
-        _wait_ready(bridge_holder)
+            holders[entry.pod.name] = start_holder(NETWORK, entry.hostname)
+        wait_ready(bridge_holder)
         for holder in holders.values():
-            _wait_ready(holder)
+            wait_ready(holder)
         _run_batch(programs, bridge_holder, _bridge_commands(run_identifier, plan, holders),
                    "the run's bridge")
         network.bridge = _open_namespace(bridge_holder, "net")
@@ -180,7 +184,7 @@ def create_network(run_identifier: str, plan: Sequence[PodAddress],
         raise
     finally:
         for holder in [*holders.values(), *([bridge_holder] if bridge_holder else [])]:
-            _release(holder)
+            release_holder(holder)
     return network
 
 
@@ -189,15 +193,15 @@ def create_network(run_identifier: str, plan: Sequence[PodAddress],
 
 def create_bridge(run_identifier: str, programs: NetworkPrograms) -> int:
     """A new namespace holding the run's bridge; returns a descriptor of it (close to free)."""
-    holder = _start_holder(None)
+    holder = start_holder(NETWORK)
     try:
-        _wait_ready(holder)
+        wait_ready(holder)
         bridge = addressing.bridge_name(run_identifier)
         _run_batch(programs, holder, ["link set lo up", f"link add {bridge} type bridge",
                                       f"link set {bridge} up"], "the bridge")
         return _open_namespace(holder, "net")
     finally:
-        _release(holder)
+        release_holder(holder)
 
 
 def _nsenter_batch(programs: NetworkPrograms, namespace: int, commands: Sequence[str],
@@ -235,9 +239,9 @@ def add_pod_network(bridge: int, run_identifier: str, entry: PodAddress,
     the pod's namespace is freed (its descriptors closed, its processes gone) the pair goes too.
     Each of `service_addresses` (see `add_service_addresses`) gets a route through the gateway.
     """
-    holder = _start_holder(entry.hostname)
+    holder = start_holder(NETWORK, entry.hostname)
     try:
-        _wait_ready(holder)
+        wait_ready(holder)
         link = addressing.bridge_side_link_name(run_identifier, entry.position)
         _nsenter_batch(programs, bridge, [
             f"link add {link} type veth peer name {addressing.POD_INTERFACE} netns {holder.pid}",
@@ -248,4 +252,4 @@ def add_pod_network(bridge: int, run_identifier: str, entry: PodAddress,
                    f"the network of pod {entry.pod.name}")
         return _pod_namespaces(holder)
     finally:
-        _release(holder)
+        release_holder(holder)

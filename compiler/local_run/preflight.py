@@ -1,8 +1,8 @@
 """Every reason a local run cannot start, found before anything is created.
 
 A refused run reports all its problems at once, each saying what to do: run as root, install a
-missing program, supply a missing Secret value, fix a volume. Nothing on the host changes before
-these checks pass.
+missing program, supply a missing Secret value, fix a volume, use a user ID the run maps. Nothing
+on the host changes before these checks pass.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tfcompile.compiler.rendering.pods import Container, EnvironmentReference, P
 from . import addressing, volumes
 from .network import NetworkPrograms
 from .options import LocalRunOptions
+from .user_namespace import id_problems
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -154,4 +155,5 @@ def find_problems(pods: Sequence[Pod], options: LocalRunOptions) -> list[str]:
         problems += _pod_problems(pod, options)
     problems += unresolved_reference_problems(pods)
     problems += _success_problems(pods, options)
+    problems += id_problems(pods)
     return problems

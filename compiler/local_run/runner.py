@@ -1,11 +1,14 @@
 """`run_pods`: run the pods of rendered manifests on this machine, as a cluster would.
 
 The order of a run: check everything that could refuse it (nothing changes before); make the run's
-temporary directory, the pods' volumes and hosts files; build the network; start the pods and
-supervise them until the run ends; then, whatever happened (success, failure, an exception, or
-SIGINT/SIGTERM/SIGHUP to the runner), stop every container, release the namespaces and delete the
-temporary directory. Signals are caught only while a run is in progress, and only when `run_pods`
-is called from the main thread; a signal while the pods are stopping skips the grace periods.
+temporary directory, its user namespace, the pods' volumes and hosts files; build the network;
+start the pods and supervise them until the run ends; then, whatever happened (success, failure,
+an exception, or SIGINT/SIGTERM/SIGHUP to the runner), stop every container, release the
+namespaces and delete the temporary directory. Signals are caught only while a run is in
+progress, and only when `run_pods` is called from the main thread; a signal while the pods are
+stopping skips the grace periods. When the runner is killed (SIGKILL) the kernel ends every
+container with it (see `container_entry`) and frees the namespaces; only the temporary directory
+stays, until the next run deletes it (see `workspace`).
 """
 
 from __future__ import annotations
@@ -55,7 +58,8 @@ from .supervisor import (
     PodRun,
     Supervisor,
 )
-from .workspace import Workspace, new_run_identifier, remove_abandoned
+from .user_namespace import UserNamespace, create_user_namespace, unused_range
+from .workspace import SHIMS_PATH, Workspace, new_run_identifier, remove_abandoned
 
 ENTRY_MODULE = f"{__package__}.container_entry"
 SETUP_FAILED = "setup failed"
@@ -119,13 +123,15 @@ def interpreter_mounts(mounts: list[MountRequest]) -> list[MountRequest]:
     return covered
 
 
-def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container: Container,
-                     pod: Pod, pod_volumes: volumes.PodVolumes) -> None:
+def write_start_file(workspace: Workspace, namespaces: PodNamespaces, users: UserNamespace,
+                     container: Container, pod: Pod, pod_volumes: volumes.PodVolumes) -> None:
     """Write what `container_entry` needs to start `container` of `pod` in its namespaces."""
     directory = workspace.container_directory(pod.name, container.name)
     (directory / STAGING_DIRECTORY).mkdir(parents=True)
     mounts = [*volumes.container_mounts(container, pod_volumes),
               MountRequest(str(workspace.hosts_file(pod.name)), HOSTS_PATH, False)]
+    if workspace.has_shims():
+        mounts.append(MountRequest(str(workspace.bin_directory), SHIMS_PATH, True))
     mounts.extend(interpreter_mounts(mounts))
     environment = {
         "PATH": workspace.container_path_variable(),
@@ -137,6 +143,7 @@ def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container:
         "runner_process": os.getpid(),
         "network_namespace": namespaces.network,
         "uts_namespace": namespaces.uts,
+        "user_namespace": users.descriptor,
         "staging_directory": str(directory / STAGING_DIRECTORY),
         "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only}
                    for m in mounts],
@@ -147,19 +154,19 @@ def write_start_file(workspace: Workspace, namespaces: PodNamespaces, container:
         "group": identity.group,
         "groups": list(identity.groups),
         "no_new_privileges": identity.no_new_privileges,
-        # The interpreter may live under a directory only root may enter (a home): the
-        # container's own view of those directories is made traversable.
+        # The interpreter may live under a directory only the host's root may enter (a home):
+        # the container's own view of those directories is made traversable.
         "traversable": sorted({os.path.realpath(sys.executable), sys.prefix, sys.base_prefix}),
     }
     (directory / START_FILE).write_text(json.dumps(start), encoding="utf-8")
 
 
-def launch_container(workspace: Workspace, namespaces: PodNamespaces,
+def launch_container(workspace: Workspace, namespaces: PodNamespaces, users: UserNamespace,
                      run: ContainerRun) -> subprocess.Popen[bytes]:
     """Start one container (from its start file) in a new session; its output on one pipe.
 
-    The caller's thread must outlive the container: the kernel kills the container's helper when
-    the thread that started it ends."""
+    The caller's thread must outlive the container: the kernel kills the container's helper, and
+    with it every process of the container, when the thread that started it ends."""
     start_file = workspace.container_directory(run.pod.name, run.container.name) / START_FILE
     return subprocess.Popen(
         [sys.executable, "-P", "-m", ENTRY_MODULE, str(start_file)],
@@ -169,7 +176,7 @@ def launch_container(workspace: Workspace, namespaces: PodNamespaces,
         env={},
         cwd="/",
         start_new_session=True,
-        pass_fds=(namespaces.network, namespaces.uts),
+        pass_fds=(namespaces.network, namespaces.uts, users.descriptor),
     )
 
 
@@ -187,6 +194,7 @@ class _Run:
         self.plan = addressing.plan_addresses(self.pods)
         self.workspace: Workspace | None = None
         self.network: RunNetwork | None = None
+        self.users: UserNamespace | None = None
         self.pod_runs: list[PodRun] = []
 
     # Setting up ------------------------------------------------------------------------------
@@ -204,7 +212,7 @@ class _Run:
             tail=deque(maxlen=options.failure_tail_lines),
         )
 
-    def _prepare_pod(self, workspace: Workspace,
+    def _prepare_pod(self, workspace: Workspace, users: UserNamespace,
                      entry: PodAddress) -> tuple[PodRun, volumes.PodVolumes]:
         pod, options = entry.pod, self.options
         workspace.pod_directory(pod.name).mkdir(parents=True)
@@ -212,7 +220,7 @@ class _Run:
             addressing.hosts_file(entry, self.plan, options.cluster_domain), encoding="utf-8")
         pod_volumes = volumes.prepare_pod_volumes(
             pod, workspace.volumes_directory(pod.name), workspace.claims,
-            options.config_maps, options.secrets)
+            options.config_maps, options.secrets, users.ids)
         marker_directory = pod_volumes.directories.get(options.success_marker_volume)
         is_marker_volume = (pod_volumes.kinds.get(options.success_marker_volume)
                             == volumes.EMPTY_DIRECTORY)
@@ -228,16 +236,19 @@ class _Run:
         )
         return pod_run, pod_volumes
 
-    def _write_start_file(self, workspace: Workspace, network: RunNetwork, pod_run: PodRun,
-                          run: ContainerRun, pod_volumes: volumes.PodVolumes) -> None:
-        write_start_file(workspace, network.pods[pod_run.pod.name], run.container, pod_run.pod,
-                         pod_volumes)
+    def _write_start_file(self, workspace: Workspace, network: RunNetwork, users: UserNamespace,
+                          pod_run: PodRun, run: ContainerRun,
+                          pod_volumes: volumes.PodVolumes) -> None:
+        write_start_file(workspace, network.pods[pod_run.pod.name], users, run.container,
+                         pod_run.pod, pod_volumes)
 
     def _launch(self, run: ContainerRun) -> subprocess.Popen[bytes]:
         assert self.workspace is not None and self.network is not None
-        return launch_container(self.workspace, self.network.pods[run.pod.name], run)
+        assert self.users is not None
+        return launch_container(self.workspace, self.network.pods[run.pod.name], self.users,
+                                run)
 
-    def _announce(self, workspace: Workspace) -> None:
+    def _announce(self, workspace: Workspace, users: UserNamespace) -> None:
         version = ".".join(str(part) for part in sys.version_info[:3])
         self.console.notice(
             "images are not pulled: every container runs its command on this machine, with "
@@ -245,6 +256,9 @@ class _Run:
         self.console.notice(
             f"run {self.identifier}: {len(self.pods)} pod(s) on {addressing.NETWORK}, "
             f"files in {workspace.root}")
+        self.console.notice(
+            f"pods run in a user namespace: their user and group IDs 0-{users.ids.size - 1} are "
+            f"host IDs {users.ids.describe()}, which no account of this machine has")
         width = max(len(entry.pod.name) for entry in self.plan)
         for entry in self.plan:
             names = addressing.dns_names(entry.pod, self.options.cluster_domain)
@@ -257,15 +271,19 @@ class _Run:
             self.console.notice(f"removed {directory}, left by a run that was killed")
         workspace = self.workspace = Workspace.create(
             self.identifier, options.temporary_directory, options.claims_directory)
-        self._announce(workspace)
+        ids = unused_range()
+        if ids is None:  # taken since the preflight checked
+            raise OSError("no range of host user IDs is free for the pods' user namespace")
+        users = self.users = create_user_namespace(ids)
+        self._announce(workspace, users)
         pod_volumes: dict[str, volumes.PodVolumes] = {}
         for entry in self.plan:
-            pod_run, pod_volumes[entry.pod.name] = self._prepare_pod(workspace, entry)
+            pod_run, pod_volumes[entry.pod.name] = self._prepare_pod(workspace, users, entry)
             self.pod_runs.append(pod_run)
         network = self.network = create_network(self.identifier, self.plan, self.programs)
         for pod_run in self.pod_runs:
             for run in pod_run.runs():
-                self._write_start_file(workspace, network, pod_run, run,
+                self._write_start_file(workspace, network, users, pod_run, run,
                                        pod_volumes[pod_run.pod.name])
         width = max(len(run.prefix) for pod_run in self.pod_runs for run in pod_run.runs())
         self.console.prefix_width = width
@@ -299,6 +317,8 @@ class _Run:
     def _release(self) -> None:
         if self.network is not None:
             self.network.close()
+        if self.users is not None:
+            self.users.close()
         if self.workspace is not None:
             for failure in self.workspace.remove():
                 self.console.notice(f"warning: could not delete {failure}")
@@ -356,15 +376,18 @@ def run_pods(pods: Sequence[Pod], options: LocalRunOptions) -> RunOutcome:
 
     Each pod gets its own network namespace on a bridge private to the run (10.244.0.0/16), a
     hosts file answering every pod's DNS names, its own hostname, its volumes (see `volumes`) and
-    for each container a private mount and PID namespace. Containers run their commands with this
-    machine's Python first on PATH, restart with the kubelet's back-off, and their output is
-    printed live as `pod-name | line`. The run ends with exit code 0 once every pod in
-    `options.success_pods` has written its success marker; 1 when a container exceeds the restart
-    limit or fails for good, at the timeout, or when the run cannot be set up; 2 when the run is
-    refused before anything is created (every reason is printed to `options.errors` and listed in
-    `RunOutcome.problems`: not root, missing programs, missing Secret values, unsupported
-    volumes, ...); 128 + the signal number when SIGINT, SIGTERM or SIGHUP stopped it. Whatever
-    the ending, every process, namespace and temporary file of the run is gone on return.
+    for each container a private mount and PID namespace; every container runs as its pod's user
+    inside the run's user namespace, as no user of this machine (see `user_namespace`).
+    Containers run their commands with this machine's Python first on PATH, restart with the
+    kubelet's back-off, and their output is printed live as `pod-name | line`. The run ends with
+    exit code 0 once every pod in `options.success_pods` has written its success marker; 1 when a
+    container exceeds the restart limit or fails for good, at the timeout, or when the run cannot
+    be set up; 2 when the run is refused before anything is created (every reason is printed to
+    `options.errors` and listed in `RunOutcome.problems`: not root, missing programs, missing
+    Secret values, unsupported volumes, user IDs beyond the mapped ones, ...); 128 + the signal
+    number when SIGINT, SIGTERM or SIGHUP stopped it. Whatever the ending, every process,
+    namespace and temporary file of the run is gone on return; if the runner is killed instead,
+    its containers end with it.
     Needs root and Linux. Errors in the caller's own use (bad options) raise ValueError.
     """
     output = options.output if options.output is not None else sys.stdout

@@ -8,6 +8,9 @@ All of them live in the run's temporary directory, never at the paths the pods s
   mounted read-only as the kubelet does. ConfigMap data comes from the caller; Secret data from
   the secrets file.
 Other volume kinds are refused before the run starts.
+What the runner makes belongs to the container's root (the host ID its user namespace maps root
+to, `user_namespace`), as a volume the kubelet makes belongs to root; a claim a pod's `fsGroup`
+shares belongs to that group as mapped.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tfcompile.compiler.rendering.pods import Container, Pod, Volume
 
 from .filesystem_view import MountRequest
 from .identity import fs_group
+from .user_namespace import IdRange
 
 EMPTY_DIRECTORY = "emptyDir"
 CLAIM = "persistentVolumeClaim"
@@ -161,12 +165,25 @@ class PodVolumes:
     read_only: set[str] = field(default_factory=set)
 
 
-def _write_files(directory: Path, files: list[ProjectedFile]) -> None:
+def give_to_container_root(path: Path, ids: IdRange) -> None:
+    """Make `path` and everything below it belong to the container's root (links untouched)."""
+    root = ids.host_id(0)
+    os.lchown(path, root, root)
+    if path.is_dir() and not path.is_symlink():
+        for directory, directories, files in os.walk(path):
+            for name in [*directories, *files]:
+                os.lchown(os.path.join(directory, name), root, root)
+
+
+def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> None:
+    """Write a configMap's, secret's or projected volume's files, owned by the container's
+    root, each with its mode."""
     for projected in files:
         path = directory / projected.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(projected.text, encoding="utf-8")
         path.chmod(projected.mode & 0o7777)
+    give_to_container_root(directory, ids)
 
 
 def _share_with_group(directory: Path, group: int) -> None:
@@ -184,8 +201,9 @@ def _share_with_group(directory: Path, group: int) -> None:
 
 def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
                         config_maps: Mapping[str, Mapping[str, str]],
-                        secrets: Mapping[tuple[str, str], str]) -> PodVolumes:
-    """Create the host directories (and files) behind the pod's volumes."""
+                        secrets: Mapping[tuple[str, str], str], ids: IdRange) -> PodVolumes:
+    """Create the host directories (and files) behind the pod's volumes; `ids` are the host IDs
+    the containers' user namespace maps."""
     prepared = PodVolumes()
     for volume in pod.volumes:
         if volume.kind == CLAIM:
@@ -194,13 +212,15 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
                 prepared.read_only.add(volume.name)
         else:
             directory = volumes_directory / volume.name
-        directory.mkdir(parents=True, exist_ok=True)
+        if not directory.exists():  # a kept claim keeps its owners
+            directory.mkdir(parents=True)
+            give_to_container_root(directory, ids)
         if volume.kind == EMPTY_DIRECTORY:
             directory.chmod(0o777)  # as the kubelet makes an emptyDir: any user may write
         elif volume.kind == CLAIM and fs_group(pod) is not None:
-            _share_with_group(directory, fs_group(pod) or 0)
+            _share_with_group(directory, ids.host_id(fs_group(pod) or 0))
         if volume.kind in (CONFIG_MAP, SECRET):
-            _write_files(directory, projected_files(volume, config_maps, secrets)[0])
+            write_files(directory, projected_files(volume, config_maps, secrets)[0], ids)
             prepared.read_only.add(volume.name)
         prepared.directories[volume.name] = directory
         prepared.kinds[volume.name] = volume.kind

@@ -13,15 +13,21 @@ Everything a run creates on the host's filesystem lives below one directory made
     pods/<pod>/containers/<container>/staging/     an empty directory; each container start
                                                    mounts its tmpfs here, privately
 
+The directory is the host root's alone (mode 0700): no container user may enter it, and
+containers see only what is bound into their view (volumes, hosts file, the shims).
+
 Containers find `python` through PATH: first the directory of this machine's interpreter (a
 virtual environment's `bin` holds python, python3 and python3.X already), then `bin/` with
-symbolic links for the names that directory lacks. A link cannot stand in for a virtual
-environment's interpreter (from another directory it would not find the environment's packages),
-so in that rare case the stand-in is a two-line `sh` script instead (whose shell adds `PWD` to the
-environment).
+symbolic links for the names that directory lacks, bound read-only at SHIMS_PATH in the
+container when it holds any. A link cannot stand in for a virtual environment's interpreter
+(from another directory it would not find the environment's packages), so in that rare case the
+stand-in is a two-line `sh` script instead (whose shell adds `PWD` to the environment).
 
-A runner killed with SIGKILL cannot delete its directory (its processes and namespaces die with
-it); the next run deletes such directories, recognized by an `owner` whose process is gone.
+A runner killed with SIGKILL cannot delete its directory. Its containers end with it (the kernel
+kills them, see `container_entry`), and their mounts and namespaces go with them, but the
+directory stays, with what the pods wrote in their volumes, until the next run deletes it
+(`remove_abandoned`): it and the directory `job` compiled the job into (`mark_owner`), each
+recognized by an `owner` whose process is gone.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pathlib import Path
 
 DIRECTORY_PREFIX = "tfcompile-run-"
 OWNER_FILE = "owner"
+SHIMS_PATH = "/opt/tfcompile/run-local/bin"
 
 
 def _process_start_time(process: int) -> str | None:
@@ -65,6 +72,12 @@ def _abandoned(directory: Path) -> bool:
     except (OSError, ValueError):
         return False
     return _process_start_time(int(process)) != start_time
+
+
+def mark_owner(directory: Path) -> None:
+    """Record this process as the owner of `directory`, a temporary directory named with
+    DIRECTORY_PREFIX: the next run deletes it if this process is killed (`remove_abandoned`)."""
+    (directory / OWNER_FILE).write_text(_owner_text(), encoding="utf-8")
 
 
 def remove_abandoned(temporary_directory: Path | None) -> list[Path]:
@@ -101,7 +114,7 @@ class Workspace:
         root = Path(tempfile.mkdtemp(prefix=f"{DIRECTORY_PREFIX}{run_identifier}-",
                                      dir=temporary_directory))
         try:
-            (root / OWNER_FILE).write_text(_owner_text(), encoding="utf-8")
+            mark_owner(root)
             claims = claims_directory if claims_directory is not None else root / "claims"
             claims.mkdir(parents=True, exist_ok=True)
             workspace = cls(root, claims)
@@ -143,9 +156,15 @@ class Workspace:
             else:
                 shim.symlink_to(interpreter)
 
+    def has_shims(self) -> bool:
+        return any(self.bin_directory.iterdir())
+
     def container_path_variable(self) -> str:
-        """`PATH` for containers: the interpreter's directory, the shims, then this machine's."""
-        entries = [str(Path(sys.executable).parent), str(self.bin_directory)]
+        """`PATH` for containers: the interpreter's directory, the shims (at SHIMS_PATH), then
+        this machine's."""
+        entries = [str(Path(sys.executable).parent)]
+        if self.has_shims():
+            entries.append(SHIMS_PATH)
         for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
             if entry and entry not in entries:
                 entries.append(entry)

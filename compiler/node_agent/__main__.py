@@ -11,6 +11,7 @@ from tfcompile.compiler.local_run.console import Console
 from tfcompile.compiler.local_run.network import NetworkSetupError, create_bridge
 from tfcompile.compiler.local_run.options import LocalRunOptions
 from tfcompile.compiler.local_run.preflight import find_programs
+from tfcompile.compiler.local_run.user_namespace import create_user_namespace, unused_range
 from tfcompile.compiler.local_run.workspace import new_run_identifier
 
 from .agent import NodeAgent, node_directories
@@ -53,13 +54,21 @@ def main(arguments: list[str]) -> int:
     pods_directory, claims_directory = node_directories(options.directory)
     pods_directory.mkdir(parents=True, exist_ok=True)
     claims_directory.mkdir(parents=True, exist_ok=True)
+    ids = unused_range()
+    if ids is None:
+        sys.stderr.write("node-agent: no range of host user IDs is free for the pods' user "
+                         "namespace\n")
+        return 1
     identifier = new_run_identifier()
     node_client = ApiClient.from_kubeconfig(options.kubeconfig)
     provisioner_client = ApiClient.from_kubeconfig(options.provisioner_kubeconfig)
     bridge = create_bridge(identifier, programs)
+    users = create_user_namespace(ids)
     console = Console(sys.stdout)
     access: ApiServiceAccess | None = None
     try:
+        console.plain(f"node-agent: pods run as host user and group IDs {ids.describe()} "
+                      "(a user namespace), which no account of this machine has")
         service = find_api_service(node_client)
         if service is None:
             console.plain("node-agent: no `kubernetes` Service in namespace default: the pods "
@@ -78,17 +87,19 @@ def main(arguments: list[str]) -> int:
             pods_directory=pods_directory, claims_directory=claims_directory, console=console,
             options=LocalRunOptions(backoff_initial_seconds=options.backoff_seconds,
                                     maximum_grace_seconds=300.0),
+            users=users,
             api_service=service if access is not None else None,
         )
         shape = NodeShape(options.node_name, "127.0.0.1", options.cpu,
                           options.memory or default_memory(), options.max_pods)
         agent = NodeAgent(node, NodeRegistration(node_client, shape),
                           ClaimProvisioner(provisioner_client, claims_directory,
-                                           options.node_name))
+                                           options.node_name, ids))
         agent.run()
     finally:
         if access is not None:
             access.close()
+        users.close()
         os.close(bridge)
     return 0
 

@@ -5,8 +5,9 @@ Pending and the scheduler would never place its pods. For every pending claim wi
 class (or with the class named below), the node's provisioner creates a `hostPath`
 PersistentVolume whose path is `<claims>/<namespace>/<claim>` and whose `claimRef` names the
 claim; the PersistentVolume controller then binds the two, as for a pre-bound volume. Pods mount
-the directory (`local_run.volumes` keys claims by name inside the namespace's directory). When the
-claim is deleted the volume is Released: the provisioner deletes it and its directory, as a
+the directory (`local_run.volumes` keys claims by name inside the namespace's directory), which
+belongs to the pods' root (the host ID their user namespace maps root to). When the claim is
+deleted the volume is Released: the provisioner deletes it and its directory, as a
 `Delete` reclaim policy would.
 """
 
@@ -15,6 +16,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 from typing import Any
+
+from tfcompile.compiler.local_run.user_namespace import IdRange
+from tfcompile.compiler.local_run.volumes import give_to_container_root
 
 from .api import ApiClient, ApiError
 
@@ -56,10 +60,12 @@ def volume_for(claim: dict[str, Any], directory: Path, node_name: str) -> dict[s
 class ClaimProvisioner:
     """Creates a volume for each pending claim and deletes released ones with their data."""
 
-    def __init__(self, client: ApiClient, claims_directory: Path, node_name: str) -> None:
+    def __init__(self, client: ApiClient, claims_directory: Path, node_name: str,
+                 ids: IdRange) -> None:
         self.client = client
         self.claims_directory = claims_directory
         self.node_name = node_name
+        self.ids = ids
 
     def pass_once(self) -> list[str]:
         """One reconciliation; returns what it did, for the log."""
@@ -70,7 +76,9 @@ class ClaimProvisioner:
                 continue
             metadata = claim["metadata"]
             directory = self.claims_directory / metadata["namespace"] / metadata["name"]
-            directory.mkdir(parents=True, exist_ok=True)
+            if not directory.exists():
+                directory.mkdir(parents=True)
+                give_to_container_root(directory, self.ids)
             try:
                 self.client.create("/api/v1/persistentvolumes",
                                    volume_for(claim, directory, self.node_name))

@@ -29,6 +29,7 @@ from tfcompile.compiler.local_run.options import LocalRunOptions
 from tfcompile.compiler.local_run.preflight import unresolved_reference_problems
 from tfcompile.compiler.local_run.runner import launch_container, write_start_file
 from tfcompile.compiler.local_run.supervisor import ContainerRun, Ending, PodRun, Supervisor
+from tfcompile.compiler.local_run.user_namespace import UserNamespace
 from tfcompile.compiler.local_run.workspace import Workspace
 from tfcompile.compiler.rendering.pods import POD_INDEX_LABEL, Container, Pod, pod_from_template
 
@@ -70,6 +71,7 @@ class NodeContext:
     claims_directory: Path
     console: Console
     options: LocalRunOptions
+    users: UserNamespace  # every pod's containers run in it, as no user of this machine
     api_service: ApiService | None = None  # None: the pods have no way to the API server
 
     def service_environment(self) -> dict[str, str]:
@@ -168,7 +170,8 @@ class PodRuntime:
             self.namespaces = add_pod_network(node.bridge, node.run_identifier, self.address,
                                               node.programs, node.service_addresses())
             for container in [*pod.init_containers, *pod.containers]:
-                write_start_file(self.workspace, self.namespaces, container, pod, pod_volumes)
+                write_start_file(self.workspace, self.namespaces, node.users, container, pod,
+                                 pod_volumes)
         except BaseException:
             self.release()
             raise
@@ -179,7 +182,7 @@ class PodRuntime:
         supported = [volume for volume in pod.volumes if volume.kind in volumes.SUPPORTED_KINDS]
         prepared = volumes.prepare_pod_volumes(
             replace(pod, volumes=supported), self.workspace.volumes_directory(pod.name),
-            self.workspace.claims, sources.config_maps, sources.secrets)
+            self.workspace.claims, sources.config_maps, sources.secrets, node.users.ids)
         for volume in self.api_pod["spec"].get("volumes") or []:
             kind = next((k for k in projected.KINDS if volume.get(k) is not None), None)
             if kind is None:
@@ -187,7 +190,7 @@ class PodRuntime:
             directory = self.workspace.volumes_directory(pod.name) / str(volume["name"])
             directory.mkdir(parents=True, exist_ok=True)
             projected.write_files(directory, projected.volume_files(
-                node.client, self.api_pod, volume, sources))
+                node.client, self.api_pod, volume, sources), node.users.ids)
             prepared.directories[str(volume["name"])] = directory
             prepared.kinds[str(volume["name"])] = kind
             prepared.read_only.add(str(volume["name"]))
@@ -220,7 +223,7 @@ class PodRuntime:
             marker=None)
 
         def launch(run: ContainerRun) -> Any:
-            return launch_container(workspace, namespaces, run)
+            return launch_container(workspace, namespaces, node.users, run)
 
         self.supervisor = Supervisor([pod_run], launch, node.console, options)
         self.supervisor.begin()

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tfcompile.compiler.local_run import volumes
+from tfcompile.compiler.local_run.user_namespace import IdRange
 from tfcompile.compiler.local_run.volumes import ProjectedFile, relative_path_problem
 
 from .api import ApiClient
@@ -93,11 +95,7 @@ def volume_files(client: ApiClient, pod: Mapping[str, Any], volume: Mapping[str,
     return files
 
 
-def write_files(directory: Path, files: list[ProjectedFile]) -> None:
-    for projected in files:
-        if relative_path_problem(projected.path) is not None:
-            continue
-        path = directory / projected.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(projected.text, encoding="utf-8")
-        path.chmod(projected.mode & 0o7777)
+def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> None:
+    """Write the files whose paths stay inside `directory`, owned by the container's root."""
+    volumes.write_files(directory, [projected for projected in files
+                                    if relative_path_problem(projected.path) is None], ids)

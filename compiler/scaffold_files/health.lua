@@ -6,6 +6,9 @@
 --   Healthy      every task that makes the job succeed recorded success at that revision
 --   Suspended    the job is suspended (suspend: true)
 --   Progressing  otherwise: the job is training
+-- Argo CD runs health checks with only Lua's base, table and package libraries (no `string`),
+-- so everything here is read by equality: a task's record is "succeeded <revision>" exactly,
+-- and the launcher that records a final failure also sets `failed-revision` and `failed-task`.
 local hs = {}
 local labels = obj.metadata.labels or {}
 if labels["app.kubernetes.io/managed-by"] ~= "tfcompile"
@@ -15,30 +18,36 @@ if labels["app.kubernetes.io/managed-by"] ~= "tfcompile"
 end
 local annotations = obj.metadata.annotations or {}
 local revision = annotations["tfcompile.dev/revision"] or ""
-local tasks = annotations["tfcompile.dev/success-tasks"] or ""
+local listed = annotations["tfcompile.dev/success-tasks"] or ""
 local data = obj.data or {}
-local failed = {}
-for task, value in pairs(data) do
-  local outcome, recorded, detail = string.match(value, "^(%S+) (%S+) ?(.*)$")
-  if outcome == "failed" and recorded == revision then
-    table.insert(failed, task .. " (" .. detail .. ")")
-  end
-end
-if #failed > 0 then
-  table.sort(failed)
+if data["failed-revision"] == revision then
   hs.status = "Degraded"
-  hs.message = "failed for good: " .. table.concat(failed, ", ")
+  hs.message = "failed for good: " .. (data["failed-task"] or "a task")
   return hs
 end
-local waiting = 0
-local total = 0
-for task in string.gmatch(tasks, "[^,]+") do
-  total = total + 1
-  if data[task] ~= "succeeded " .. revision then
-    waiting = waiting + 1
+-- The tasks that end the job are one role's, numbered from 0 ("chief-0", or
+-- "worker-0,worker-1,..."): the role whose list, written out, is the annotation.
+local tasks = {}
+for _, role in ipairs({"chief", "worker", "ps", "evaluator"}) do
+  local names = {}
+  local length = -1
+  while length < #listed do
+    local name = role .. "-" .. #names
+    table.insert(names, name)
+    length = length + 1 + #name
+  end
+  if table.concat(names, ",") == listed then
+    tasks = names
+    break
   end
 end
-if total > 0 and waiting == 0 then
+local done = 0
+for _, task in ipairs(tasks) do
+  if data[task] == "succeeded " .. revision then
+    done = done + 1
+  end
+end
+if #tasks > 0 and done == #tasks then
   hs.status = "Healthy"
   hs.message = "succeeded at revision " .. revision
   return hs
@@ -49,6 +58,6 @@ if annotations["tfcompile.dev/suspended"] == "true" then
   return hs
 end
 hs.status = "Progressing"
-hs.message = "training revision " .. revision .. ": " .. (total - waiting) .. " of " .. total
+hs.message = "training revision " .. revision .. ": " .. done .. " of " .. #tasks
   .. " tasks that end the job succeeded"
 return hs

@@ -6,11 +6,20 @@ was made.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..printable import printable
+
+
+def quoted(value: object) -> str:
+    """A name or value from the user's files as a message shows it: as it is when printable,
+    else quoted and JSON-escaped (no control character reaches a terminal; `to_text` escapes
+    what is left with `printable`)."""
+    text = str(value)
+    return text if text.isprintable() else json.dumps(text)
 
 
 @dataclass(frozen=True, order=True)

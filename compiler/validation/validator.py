@@ -8,12 +8,20 @@ compilation, and Argo CD or Flux apply exactly what Kustomize renders.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from ..rendering.kustomize import render
+from ..rendering.kustomize import RemoteResourceError, render
 from ..rendering.manifests import KubernetesObject, parse_manifests
 from ..rendering.pods import pods_of
-from .dropped_entries import dropped_entry_problems
+from ..rendering.remote_resources import remote_entries
+from .component_conflicts import component_problems
+from .component_steps import (
+    ComponentSteps,
+    ComponentStepsError,
+    component_steps,
+    kustomization_with_components,
+)
 from .exposure import exposure_problems
 from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
@@ -23,6 +31,7 @@ from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
 from .topology import topology_problems
 from .versions import DEFAULT_KUBERNETES_VERSION, normalize_version, schema_directory
+from .workload_rules import workload_problems
 
 # Kubelets from 1.32 on take every envFrom key (RelaxedEnvironmentVariableValidation); older
 # ones skip keys that are not C-like names.
@@ -43,12 +52,41 @@ def validate(
     remote resource, `ManifestError` when its output is not Kubernetes objects; all three carry
     a message for the user. Problems in the rendered objects are returned in the report, never
     raised.
+
+    When the kustomization names components, the renderings before each of them are made in
+    a thread of their own while the directory itself renders (two Kustomize processes at once),
+    and each component's changes are checked against them. Remote entries are refused before
+    either starts; when they are allowed, the renderings before each component wait for the
+    directory's own to succeed (Kustomize fetches nothing more for a job it cannot render).
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
-    report = validate_rendered(render(directory, allow_remote=allow_remote), directory, version,
-                               secrets)
-    report.problems.extend(dropped_entry_problems(directory, report.objects))
+    kustomization = kustomization_with_components(directory)
+    if kustomization is None:
+        return validate_rendered(render(directory, allow_remote=allow_remote), directory,
+                                 version, secrets)
+    remote = remote_entries(directory)
+    if remote and not allow_remote:
+        raise RemoteResourceError(remote)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+
+        def steps_before() -> Future[ComponentSteps]:
+            return pool.submit(component_steps, directory, kustomization, allow_remote=True)
+
+        steps = None if remote else steps_before()
+        # Remote entries are checked above (and allowed, when there are any).
+        report = validate_rendered(render(directory, allow_remote=True), directory, version,
+                                   secrets)
+        try:
+            found, replaced = component_problems((steps or steps_before()).result(),
+                                                 report.objects)
+        except ComponentStepsError as failure:
+            report.notes.append(
+                "what each component changes was not checked: rendering before each "
+                f"component failed: {failure}")
+            return report
+    report.problems[:] = [problem for problem in report.problems if problem not in replaced]
+    report.problems.extend(found)
     return report
 
 
@@ -100,7 +138,7 @@ def _cluster_checks(
         strict_environment_names=(major, minor) < _RELAXED_ENVIRONMENT_NAMES_FROM,
     )
     problems = [*name_problems(objects, pods), *size_problems(objects),
-                *exposure_problems(objects)]
+                *exposure_problems(objects), *workload_problems(objects)]
     found, notes = topology_problems(objects, pods)
     notes.extend(pod_security_notes(objects))
     notes.extend(launcher_rights_notes(objects, version))

@@ -107,7 +107,18 @@ def test_a_pod_s_own_token_writes_only_its_own_record(cluster: Cluster, tmp_path
     own = pod.patch_state(job, {"data": {"worker-0": success}})
     assert own.returncode == 0, own.stderr
     failure = f"failed {revision} exit 3 after 2 restarts"
-    assert pod.patch_state(job, {"data": {"worker-0": failure}}).returncode == 0
+    # Beside its own final failure, the two keys the Argo CD health check reads, saying the same.
+    summary = {"failed-revision": revision, "failed-task": "worker-0 (exit 3 after 2 restarts)"}
+    for wrong in ({"failed-task": "worker-1 (exit 3 after 2 restarts)"},
+                  {"failed-task": "worker-0 (exit 9 after 2 restarts)"},
+                  {"failed-revision": "0" * 12}):
+        refused_summary = pod.patch_state(job, {"data": {"worker-0": failure, **summary, **wrong}})
+        assert refused(refused_summary, "records", "may set failed-revision and failed-task "
+                                                   "only beside its own failure record"), wrong
+    assert refused(pod.patch_state(job, {"data": summary}), "records",
+                   "only beside its own failure record")  # worker-0 still says succeeded
+    recorded = pod.patch_state(job, {"data": {"worker-0": failure, **summary}})
+    assert recorded.returncode == 0, recorded.stderr
     # Only the launcher's format, no removal, nothing but data.
     for value in (f"succeeded {revision}\x1b]0;owned\x07", "succeeded", f"done {revision}",
                   f"failed {revision} exit 3 after 2 restarts\n", ""):
@@ -124,7 +135,7 @@ def test_a_pod_s_own_token_writes_only_its_own_record(cluster: Cluster, tmp_path
     unbound = PodToken(cluster, job, "recorded-worker-0", tmp_path, bound=False)
     assert refused(unbound.patch_state(job, {"data": {"worker-0": success}}), "records",
                    "only with a token bound to the pod")
-    assert job.records() == {"worker-0": failure}
+    assert job.records() == {"worker-0": failure, **summary}
     # What a GitOps controller applies (a new revision annotation) is not the pods' business.
     build_again = deploy(cluster, tmp_path, "recorded", "  env: {EPOCHS: '9'}\n",
                          namespace=job.namespace)

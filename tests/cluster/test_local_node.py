@@ -424,7 +424,8 @@ def test_a_task_that_always_fails_stops_at_its_restart_limit_and_idles(
              TRAINING_TIMEOUT, lambda: "\n".join(node.pod_lines(namespace, pod)[-20:]))
     took = time.monotonic() - started
     assert state_records(node, namespace, job) == {
-        "worker-0": f"failed {revision} exit 3 after 2 restarts"}
+        "worker-0": f"failed {revision} exit 3 after 2 restarts",
+        "failed-revision": revision, "failed-task": "worker-0 (exit 3 after 2 restarts)"}
 
     def idling() -> dict[str, Any] | None:
         status = container_status(node, namespace, pod)
@@ -485,7 +486,9 @@ def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only
             "retry") in lines
     assert f"tfcompile: scaled {job.name}-worker to 0" in lines
     assert state_records(node, namespace, job) == {
-        "worker-0": f"failed {job_revision(job)} exit 3 after 0 restarts"}
+        "worker-0": f"failed {job_revision(job)} exit 3 after 0 restarts",
+        "failed-revision": job_revision(job),
+        "failed-task": "worker-0 (exit 3 after 0 restarts)"}
     # The other job was left alone.
     assert replicas(node, namespace, other) == {f"{other.name}-worker": 0}
     print(f"a task that must not retry released its job in {took:.0f} s")

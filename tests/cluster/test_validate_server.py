@@ -75,13 +75,21 @@ def test_what_the_statefulset_controller_refuses_is_a_problem(
     offline = tfcompile(cluster, "validate", str(job))
     online = tfcompile(cluster, "validate", "--server", str(job))
 
-    assert offline.returncode == 0, offline.stdout  # what the issue found: schemas pass it
+    # The schemas pass both; validate knows what the API server refuses, and names the
+    # component that set the restart policy.
+    assert offline.returncode == 1, offline.stdout
+    assert "2 problems" in offline.stdout
+    assert "  error: StatefulSet/demo-worker: component ../../overlays/run-once sets " \
+        "restartPolicy OnFailure: a StatefulSet's pods must restart Always" in offline.stdout
+    assert "  error: StatefulSet/demo-worker: activeDeadlineSeconds: a StatefulSet's pods " \
+        "cannot have one (the API server refuses it); use `deadline` in job.yaml" \
+        in offline.stdout
     assert online.returncode == 1, online.stdout + online.stderr
     assert "  error: StatefulSet/demo-worker: spec.template.spec.restartPolicy: Unsupported " \
         'value: supported values: "Always" (refused by the API server)' in online.stdout
     assert "  error: StatefulSet/demo-worker: spec.template.spec.activeDeadlineSeconds: " \
         "Forbidden: " in online.stdout
-    assert "2 problems" in online.stdout
+    assert "4 problems" in online.stdout
     assert "1 of 1 job(s) failed validation" in online.stderr
 
 
