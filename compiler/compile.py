@@ -25,6 +25,7 @@ from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
 from .labels import REVISION_ANNOTATION
+from .launcher import REVISION_DIGITS
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 from .yaml_output import dump
@@ -56,7 +57,7 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
                        for item in config_maps],
     }
     canonical = json.dumps(covered, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return hashlib.sha256(canonical.encode()).hexdigest()[:REVISION_DIGITS]
 
 
 def file_name(document: dict[str, Any]) -> str:
