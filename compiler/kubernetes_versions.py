@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 
 DEFAULT_KUBERNETES_VERSION = "1.33"
 OLDEST_KUBERNETES_VERSION = "1.28"
+ADMISSION_POLICY_KUBERNETES_VERSION = "1.30"
+"""ValidatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1) from here on: older
+clusters cannot enforce the launcher policy that `init` writes."""
 
 __all__ = [
+    "ADMISSION_POLICY_KUBERNETES_VERSION",
     "DEFAULT_KUBERNETES_VERSION",
     "OLDEST_KUBERNETES_VERSION",
     "KubernetesVersionError",

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import py_compile
+import re
 import shlex
 import signal
 import subprocess
@@ -286,3 +287,38 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=5)
+
+
+def program_functions() -> dict[str, Any]:
+    """The launcher's functions, defined as its container defines them (nothing runs)."""
+    namespace: dict[str, Any] = {"__name__": "tfcompile_launcher",
+                                 "__file__": "tfcompile-launcher.py"}
+    exec(compile(launcher.PROGRAM, "tfcompile-launcher.py", "exec"), namespace)
+    return namespace
+
+
+def test_a_releasing_pod_scales_its_own_statefulset_after_the_others(
+        monkeypatch: Any) -> None:
+    """A pod's token is bound to the pod: scaling its own StatefulSet first would end the token
+    before the others are scaled (at once, for a pod deleted without a grace period)."""
+    own_last = program_functions()["own_last"]
+    names = ["demo-chief", "demo-worker", "demo-evaluator"]
+    for role, order in (("chief", ["demo-worker", "demo-evaluator", "demo-chief"]),
+                        ("worker", ["demo-chief", "demo-evaluator", "demo-worker"]),
+                        ("evaluator", names), ("ps", names)):
+        monkeypatch.setenv("JOB_NAME", role)
+        assert own_last(names) == order
+
+
+def test_the_record_format_the_cluster_enforces_is_the_launchers() -> None:
+    """The launcher policy admits only these values for a task's record (the API server reads
+    the same expression with RE2; tests/cluster/ shows the launcher's records pass it)."""
+    revision = "0123456789ab"
+    for value in (f"succeeded {revision}", f"failed {revision} exit 3 after 2 restarts",
+                  f"failed {revision} exit 137 after 0 restarts"):
+        assert re.fullmatch(launcher.RECORD_PATTERN, value), value
+    for value in (f"succeeded {revision} ", f"succeeded {revision}\x1b]0;x\x07", "succeeded",
+                  f"succeeded {revision}0", "succeeded unknown", f"done {revision}",
+                  f"failed {revision}", f"failed {revision} exit 3 after 2 restarts; more",
+                  f"failed {revision} exit -1 after 2 restarts", ""):
+        assert not re.fullmatch(launcher.RECORD_PATTERN, value), value

@@ -50,7 +50,9 @@ def test_containers_run_as_the_pods_user_and_write_where_they_should(tmp_path: P
     assert status == 0, output
     for pod in ("who-worker-0", "who-worker-1"):
         assert f"{pod} | identity 1000 1000 [1000]" in output
-        assert f"{pod} | NoNewPrivs:\t1" in output  # allowPrivilegeEscalation: false
+        # allowPrivilegeEscalation: false (the console prints the tab escaped, as every
+        # control character of a pod's output)
+        assert f"{pod} | NoNewPrivs:\\t1" in output
     files = sorted((claims / "who-shared").iterdir())
     assert [path.name for path in files] == ["0", "1"]
     ids = unused_range()

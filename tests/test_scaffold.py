@@ -15,6 +15,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import REPOSITORY, Result
 from tfcompile.compiler.cli import parser
+from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 
 BIN = str(Path(sys.executable).parent)
 REQUIREMENT = "git+https://example.invalid/team/tfcompile.git@v1"
@@ -48,12 +49,45 @@ def test_init_writes_a_complete_repository(repository: Path) -> None:
                      ".pre-commit-config.yaml", "ci/check.sh",
                      "deploy/argocd/applicationset.yaml", "deploy/argocd/health.lua",
                      "deploy/argocd/argocd-cm-health.yaml", "deploy/flux/training-jobs.yaml",
+                     "deploy/cluster/launcher-policy.yaml",
                      "jobs/example/job.yaml", "jobs/example/train.py",
                      "jobs/trainingjob.schema.json", "overlays/azure/kustomization.yaml",
                      "overlays/gpu/kustomization.yaml", "output/example/kustomization.yaml"):
         assert expected in files
     shipped = REPOSITORY / "overlays" / "gpu" / "kustomization.yaml"
     assert (repository / "overlays/gpu/kustomization.yaml").read_text() == shipped.read_text()
+
+
+@pytest.mark.slow
+def test_init_writes_the_launcher_policy_for_the_cluster(
+    repository: Path, kubeconform: str, kubeconform_schema_location: str
+) -> None:
+    """Two ValidatingAdmissionPolicies and their bindings, applied once per cluster (what they
+    allow and refuse is shown against a real API server in tests/cluster/)."""
+    path = repository / "deploy/cluster/launcher-policy.yaml"
+    text = path.read_text()
+    assert "#   kubectl apply --server-side -f deploy/cluster/launcher-policy.yaml\n" in text
+    documents = list(YAML(typ="safe").load_all(text))
+    assert [(document["kind"], document["metadata"]["name"]) for document in documents] == [
+        ("ValidatingAdmissionPolicy", "tfcompile-launcher-scale"),
+        ("ValidatingAdmissionPolicyBinding", "tfcompile-launcher-scale"),
+        ("ValidatingAdmissionPolicy", "tfcompile-launcher-records"),
+        ("ValidatingAdmissionPolicyBinding", "tfcompile-launcher-records"),
+    ]
+    for policy, binding in (documents[0:2], documents[2:4]):
+        assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert binding["spec"] == {"policyName": policy["metadata"]["name"],
+                                   "validationActions": ["Deny"]}
+    checked = subprocess.run(
+        [kubeconform, "-strict", "-summary", "-kubernetes-version",
+         kubeconform_version(DEFAULT_KUBERNETES_VERSION),
+         "-schema-location", kubeconform_schema_location, str(path)],
+        capture_output=True, text=True, check=False, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "Valid: 4, Invalid: 0, Errors: 0, Skipped: 0" in checked.stdout
+
+
 
 
 @pytest.mark.slow

@@ -373,6 +373,24 @@ def test_strict_environment_names_before_1_32(tmp_path: Path) -> None:
     assert any("does not get envFrom keys 1st" in note for note in old.notes)
 
 
+def test_a_cluster_older_than_1_30_is_told_what_its_pods_may_do(tmp_path: Path) -> None:
+    """Before Kubernetes 1.30 there is no ValidatingAdmissionPolicy to hold a job's pods to
+    their own record and to scaling their job to 0: `validate` says what they may do there."""
+    released = compile_example("parameter-server", tmp_path / "output")  # onSuccess: release
+    idle = compile_example("mnist", tmp_path / "output")
+    policy = ("Kubernetes 1.29 serves no ValidatingAdmissionPolicy of "
+              "admissionregistration.k8s.io/v1 (GA in 1.30), so the launcher policy "
+              "(deploy/cluster/launcher-policy.yaml) cannot be enforced there: a pod's token may "
+              "write any task's record in the job's state")
+    assert f"Role/parameter-server-launcher: {policy} and, since it releases itself " \
+           "(onSuccess: release), scale the job's StatefulSets to any number of replicas" in \
+           validate(released, "1.29").notes
+    assert f"Role/mnist-launcher: {policy}" in validate(idle, "1.29").notes
+    for version in ("1.30", DEFAULT_KUBERNETES_VERSION):
+        for job in (released, idle):
+            assert not any("launcher policy" in note for note in validate(job, version).notes)
+
+
 def user_overlay_of_fixture(tmp_path: Path, kustomization: str) -> Path:
     output = tmp_path / "output"
     output.mkdir()

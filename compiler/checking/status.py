@@ -33,6 +33,7 @@ from tfcompile.compiler.objects.labels import (
 )
 from tfcompile.compiler.objects.launcher import FAILED, SUCCEEDED
 from tfcompile.compiler.objects.names import state_config_map_name
+from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
 
 CONTAINER = "tensorflow"
@@ -99,12 +100,13 @@ def _kubectl_items(namespace: str | None, all_namespaces: bool) -> list[dict[str
     elif namespace is not None:
         command.extend(["--namespace", namespace])
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, check=False,
+        completed = subprocess.run(command, capture_output=True, check=False,
                                    timeout=KUBECTL_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired as error:
         raise StatusError("kubectl did not answer within a minute") from error
     if completed.returncode != 0:
-        raise StatusError(f"kubectl get failed: {completed.stderr.strip()}")
+        message = printable(completed.stderr.strip(), keep_newlines=True)  # bytes, as written
+        raise StatusError(f"kubectl get failed: {message}")
     try:
         items: list[dict[str, Any]] = json.loads(completed.stdout).get("items", [])
     except ValueError as error:
@@ -238,12 +240,14 @@ def as_json(statuses: list[JobStatus]) -> str:
 
 
 def as_text(statuses: list[JobStatus]) -> str:
-    """A table per job: phase and revisions, then one line per role."""
+    """A table per job: phase and revisions, then one line per role. Every text that comes from
+    the cluster (names, annotations, the records pods wrote) is printed escaped (`printable`)."""
     lines = []
     for status in statuses:
         stale = "" if status.deployed_revision == status.committed_revision else " (differs)"
-        lines.append(f"{status.name} ({status.namespace}): {status.phase}; revision deployed "
-                     f"{status.deployed_revision}, committed {status.committed_revision}{stale}")
+        lines.append(f"{printable(status.name)} ({printable(status.namespace)}): "
+                     f"{status.phase}; revision deployed {printable(status.deployed_revision)}, "
+                     f"committed {printable(status.committed_revision)}{stale}")
         if not status.roles:
             continue
         rows = [("ROLE", "READY", "RESTARTS", "LAST EXIT", "RECORDED")]
@@ -251,8 +255,9 @@ def as_text(statuses: list[JobStatus]) -> str:
             recorded = []
             if role.succeeded:
                 recorded.append(f"{role.succeeded} succeeded")
-            recorded.extend(f"failed {failure}" for failure in role.failed)
-            rows.append((role.role, f"{role.ready}/{role.replicas}", str(role.restarts),
+            recorded.extend(f"failed {printable(failure)}" for failure in role.failed)
+            rows.append((printable(role.role), f"{role.ready}/{role.replicas}",
+                         str(role.restarts),
                          ABSENT if role.last_exit is None else str(role.last_exit),
                          "; ".join(recorded) or ABSENT))
         widths = [max(len(row[column]) for row in rows) for column in range(4)]

@@ -3,6 +3,10 @@
 Each container's standard output and error arrive on one pipe; a thread per container start reads
 it line by line, prints `pod-name | line` as it arrives (padded so the bars line up) and keeps the
 last lines for the failure report. Notices of the run itself start with `run-local:`.
+
+Every line is printed escaped (`printable`): what a pod writes, and what the API server answers
+the local node, must not reach the terminal as control characters. A notice is one line; a line
+feed inside one is escaped too, so no text can pass for a line of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from typing import IO, TextIO
+
+from ..printable import printable
 
 _READ_LIMIT = 65536
 
@@ -34,13 +40,13 @@ class Console:
                 self._broken = True
 
     def pod_line(self, prefix: str, line: str) -> None:
-        self._write(f"{prefix:<{self.prefix_width}} | {line}\n")
+        self._write(f"{printable(prefix):<{self.prefix_width}} | {printable(line)}\n")
 
     def notice(self, message: str) -> None:
-        self._write(f"run-local: {message}\n")
+        self._write(f"run-local: {printable(message)}\n")
 
     def plain(self, line: str) -> None:
-        self._write(f"{line}\n")
+        self._write(f"{printable(line)}\n")
 
 
 def start_reader(pipe: IO[bytes], prefix: str, console: Console,

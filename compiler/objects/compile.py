@@ -22,6 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
+from .launcher import REVISION_DIGITS
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -42,7 +43,7 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
                        for item in config_maps],
     }
     canonical = json.dumps(covered, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return hashlib.sha256(canonical.encode()).hexdigest()[:REVISION_DIGITS]
 
 
 def file_name(document: dict[str, Any]) -> str:

@@ -22,6 +22,10 @@ SUSPENDED_ANNOTATION = "tfcompile.dev/suspended"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 MANAGED_BY = "tfcompile"
 TENSORBOARD_COMPONENT = "tensorboard"
+LAUNCHER_COMPONENT = "launcher"
+"""`app.kubernetes.io/component` of the launcher's ConfigMap, account, Role and RoleBinding."""
+STATE_COMPONENT = "state"
+"""`app.kubernetes.io/component` of a job's state ConfigMap, where its pods record outcomes."""
 
 
 def role_selector(job: str, role: RoleName) -> dict[str, str]:

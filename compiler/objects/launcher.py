@@ -6,7 +6,8 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on success records it (an emptyDir marker for this pod, and the job's state ConfigMap in the
   API server, keyed by task and revision, so a recreated pod of a succeeded revision idles too),
   then idles; with `onSuccess: release`, once the job has succeeded it scales the job's
-  StatefulSets to 0 (the evaluator's last, after its final evaluation);
+  StatefulSets to 0 (its own pod's after the others, the evaluator's last, after its final
+  evaluation);
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onSuccess: release`);
@@ -59,6 +60,19 @@ SETTINGS_FILE = "settings.json"
 FIELD_MANAGER = "tfcompile-launcher"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+REVISION_DIGITS = 12
+"""A revision is this many hexadecimal digits of a digest (`compile.revision`)."""
+RECORD_PATTERN = (
+    rf"^({SUCCEEDED} [0-9a-f]{{{REVISION_DIGITS}}}"
+    rf"|{FAILED} [0-9a-f]{{{REVISION_DIGITS}}} exit [0-9]{{1,3}} after [0-9]{{1,9}} restarts)$"
+)
+"""Every value the launcher records for its task (`State.record`): `succeeded <revision>`, or
+`failed <revision> exit <status> after <restarts> restarts`. A regular expression that RE2 (the
+API server's, for the launcher policy) and Python read alike."""
+FAILED_REVISION_KEY = "failed-revision"
+FAILED_TASK_KEY = "failed-task"
+"""Beside a final failure's record, for the Argo CD health check (which compares by equality
+alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
 
 PROGRAM = '''\
 """tfcompile launcher: runs the training command of one TensorFlow task in a StatefulSet pod.
@@ -316,8 +330,17 @@ def describe(error):
     return type(error).__name__ + ": " + str(error)
 
 
+def own_last(statefulsets):
+    """The StatefulSets with this pod's own one last: the pod's token is bound to the pod and
+    ends with it, so the others are scaled while it still holds."""
+    own = "-" + os.environ.get("JOB_NAME", "")
+    return ([name for name in statefulsets if not name.endswith(own)]
+            + [name for name in statefulsets if name.endswith(own)])
+
+
 def release(state, statefulsets):
-    """Scale the StatefulSets to 0 (the Role allows only theirs), ending this pod too."""
+    """Scale the StatefulSets to 0 (the Role and the cluster's policy allow only theirs, and
+    only to 0), ending this pod too."""
     if state.api is None:
         say("cannot release the job's pods without the API server")
         return
@@ -338,7 +361,7 @@ def after_success(state, settings):
         return
     say("the job has succeeded; releasing its pods")
     last = settings["releaseLast"]
-    names = list(settings["releaseFirst"])
+    names = own_last(settings["releaseFirst"])
     if state.succeeded(settings["evaluatorTasks"]):
         names += last
     elif last:
@@ -349,7 +372,7 @@ def after_success(state, settings):
 def after_failure(state, settings):
     if settings["onSuccess"] == "release":
         say("releasing the job's pods")
-        release(state, settings["releaseFirst"] + settings["releaseLast"])
+        release(state, own_last(settings["releaseFirst"] + settings["releaseLast"]))
 
 
 def idle(reason):

@@ -93,10 +93,21 @@ def launcher_config_map_name(job: str, digest: str) -> str:
     return object_name(job, "launcher", digest)
 
 
+LAUNCHER_ACCOUNT_PART = "launcher"
+STATE_PART = "state"
+
+
 def launcher_account_name(job: str) -> str:
     """The ServiceAccount, Role and RoleBinding of the job's launcher."""
-    return object_name(job, "launcher")
+    return object_name(job, LAUNCHER_ACCOUNT_PART)
 
 
 def state_config_map_name(job: str) -> str:
-    return object_name(job, "state")
+    return object_name(job, STATE_PART)
+
+
+LAUNCHER_SCALE_POLICY = "tfcompile-launcher-scale"
+LAUNCHER_RECORDS_POLICY = "tfcompile-launcher-records"
+"""The cluster's two ValidatingAdmissionPolicies (and their bindings) for every job's pods."""
+LAUNCHER_POLICY_FILE = "deploy/cluster/launcher-policy.yaml"
+"""Where `init` writes them, in the repository it makes; applied once per cluster."""

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..printable import printable
 from .remote_resources import KUSTOMIZATION_FILE_NAMES, RemoteEntry, remote_entries
 
 RENDER_TIMEOUT_SECONDS = 120
@@ -107,7 +108,8 @@ def render(
 
 
 def kustomize_message(standard_error: str) -> str:
-    """Kustomize's error text without the klog prefix kubectl wraps it in."""
+    """Kustomize's error text without the klog prefix kubectl wraps it in, each line escaped
+    (`printable`: it may quote a fetched or hostile file)."""
     lines: list[str] = []
     for line in standard_error.splitlines():
         match = _KLOG_FAILURE.search(line)
@@ -119,7 +121,7 @@ def kustomize_message(standard_error: str) -> str:
             stripped = stripped.removeprefix("Error: ")
         if stripped:
             lines.append(stripped)
-    return "\n".join(lines)
+    return printable("\n".join(lines), keep_newlines=True)
 
 
 def _unquote_go_string(quoted: str) -> str:

@@ -4,8 +4,9 @@ It writes an example job, copies the Kustomize Components shipped with the packa
 `overlays/` (so they are versioned in the user's repository and can be edited for their cluster),
 CI for GitHub Actions and GitLab CI (installing the tfcompile that ran `init`: `installation`
 finds it), a pre-commit configuration, an Argo CD ApplicationSet (with a health check for
-training jobs) and a Flux Kustomization, then compiles the example, so that the CI check
-passes from the first commit.
+training jobs), a Flux Kustomization and the admission policy that holds every job's pods to
+their own records and to scaling their job to zero (`builders/launcher_policy.py`), then
+compiles the example, so that the CI check passes from the first commit.
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from pathlib import Path
 
 from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 from tfcompile.spec.schema import schema_text
+
+from tfcompile.compiler.objects.builders.launcher_policy import launcher_policy_objects
+from tfcompile.compiler.objects.names import LAUNCHER_POLICY_FILE
+from tfcompile.compiler.yaml_output import dump
 
 FILES = {
     "jobs/example/job.yaml": "job.yaml.template",
@@ -66,6 +71,23 @@ def argo_cd_health_patch(lua: str) -> str:
     )
 
 
+POLICY_HEADER = (
+    "The API server's rule for the pods of every tfcompile job (Kubernetes 1.30 or later): a",
+    "pod may scale its own job's StatefulSets to 0 and to nothing else, and write only its own",
+    "task's record in its job's state ConfigMap; its Role cannot say that much (RBAC grants",
+    "verbs on objects, not values). Apply it once per cluster, as someone who may create",
+    "admission policies:",
+    f"  kubectl apply --server-side -f {LAUNCHER_POLICY_FILE}",
+)
+
+
+def launcher_policy_text() -> str:
+    """The policies and their bindings, as one file of YAML documents."""
+    documents = launcher_policy_objects()
+    return dump(documents[0], POLICY_HEADER) + "".join(
+        "---\n" + dump(document) for document in documents[1:])
+
+
 def scaffold(tfcompile_requirement: str) -> dict[str, str]:
     """The files of a new repository, by relative path, whose CI installs tfcompile with
     `pip install "<tfcompile_requirement>"`."""
@@ -83,6 +105,7 @@ def scaffold(tfcompile_requirement: str) -> dict[str, str]:
     health = templates.joinpath(HEALTH_CHECK).read_text(encoding="utf-8")
     files["deploy/argocd/health.lua"] = health
     files["deploy/argocd/argocd-cm-health.yaml"] = argo_cd_health_patch(health)
+    files[LAUNCHER_POLICY_FILE] = launcher_policy_text()
     files.update(_overlay_files(resources.files("tfcompile.overlays")))
     files["jobs/trainingjob.schema.json"] = schema_text()
     return dict(sorted(files.items()))

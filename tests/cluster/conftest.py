@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster.launcher_policy import apply_launcher_policy
 from tests.conftest import REPOSITORY
 
 CONTROL_PLANE = REPOSITORY / "scripts" / "control-plane.sh"
@@ -69,7 +70,8 @@ class Cluster:
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """`scripts/control-plane.sh up` once, `down` after the last cluster test (also on failure),
-    so the rest of the suite does not share the machine with it."""
+    so the rest of the suite does not share the machine with it. The launcher policy that `init`
+    writes is applied first, as a user applies it once per cluster: every test runs under it."""
     run_directory = tmp_path_factory.mktemp("control-plane")
     environment = {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory)}
     try:
@@ -88,7 +90,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             )
         exports = [line for line in up.stdout.splitlines() if line.startswith("export KUBECONFIG=")]
         assert exports, f"`up` printed no KUBECONFIG: {up.stdout!r}"
-        yield Cluster(kubeconfig=Path(exports[-1].removeprefix("export KUBECONFIG=")))
+        kubeconfig = Path(exports[-1].removeprefix("export KUBECONFIG="))
+        apply_launcher_policy(kubeconfig, tmp_path_factory.mktemp("repository"))
+        yield Cluster(kubeconfig=kubeconfig)
     finally:
         subprocess.run(["bash", str(CONTROL_PLANE), "down"], capture_output=True, check=False,
                        env=environment, timeout=120)

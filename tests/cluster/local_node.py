@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.cluster.launcher_policy import apply_launcher_policy
 from tests.cluster.waiting import wait_for
 from tests.conftest import EXAMPLES, OVERLAYS, REPOSITORY
 
@@ -90,7 +91,8 @@ def processes_of_pod(pod: str) -> list[int]:
 
 
 def start_local_node(run_directory: Path) -> Iterator[LocalNode]:
-    """`up --node`, yield, then `down`; afterwards nothing of the node may be left running."""
+    """`up --node` and apply the launcher policy (as a user does once per cluster), yield, then
+    `down`; afterwards nothing of the node may be left running."""
     environment = {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory),
                    "TFCOMPILE_NODE_PYTHON": sys.executable,
                    "TFCOMPILE_NODE_ARGUMENTS": NODE_ARGUMENTS}
@@ -102,7 +104,9 @@ def start_local_node(run_directory: Path) -> Iterator[LocalNode]:
             "The cluster tests build Kubernetes from source with Go, or take prebuilt binaries "
             "from TFCOMPILE_CONTROL_PLANE_BINARIES (see README.md, \"A local node\").")
         exports = [line for line in up.stdout.splitlines() if line.startswith("export KUBECONFIG=")]
-        yield LocalNode(run_directory, Path(exports[-1].removeprefix("export KUBECONFIG=")))
+        kubeconfig = Path(exports[-1].removeprefix("export KUBECONFIG="))
+        apply_launcher_policy(kubeconfig, run_directory.parent / "repository")
+        yield LocalNode(run_directory, kubeconfig)
     finally:
         down = subprocess.run(["bash", str(CONTROL_PLANE), "down"], capture_output=True,
                               text=True, check=False, env=environment, timeout=120)

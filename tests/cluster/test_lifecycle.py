@@ -1,9 +1,12 @@
 """A job's life on a real API server: its launcher's rights, its record, release, `status`.
 
 There is no node, so the launchers run here as local processes, each with a token of the job's
-ServiceAccount (TokenRequest, as the kubelet projects it), the cluster's CA and the namespace, in
-the files a pod would have, and with the environment the compiled pod template gives it. What the
-API server lets them do, and what they leave in it, is the real thing.
+ServiceAccount bound to the task's pod (TokenRequest with the pod as bound object, as the kubelet
+asks for the token it projects: the same claims, so the same user and the same pod-name extra),
+the cluster's CA and the namespace, in the files a pod would have, and with the environment the
+compiled pod template gives it. What the API server lets them do, under the launcher policy, and
+what they leave in it, is the real thing. The pods stay Pending (nothing runs them), and one
+deleted when its StatefulSet is scaled down is gone at once, its token with it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from tests.cluster.conftest import Cluster
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
 from tests.test_argo_cd_health import health
+from tests.test_printable import controls
+from tfcompile.compiler.printable import printable
 
 pytestmark = pytest.mark.cluster
 
@@ -185,11 +190,16 @@ def pods(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
     started: list[subprocess.Popen[str]] = []
 
     def make(job: Job, role: str, index: int, fresh: str = "") -> Pod:
-        account = tmp_path / f"account-{job.name}"
+        pod = f"{job.name}-{role}-{index}"
+        account = tmp_path / f"account-{pod}{fresh}"
         if not account.exists():
             account.mkdir()
+            wait_for(f"pod {pod}", lambda: cluster.kubectl(
+                "get", "pod", pod, "--namespace", job.namespace, check=False).returncode == 0,
+                WAIT_SECONDS)
             token = cluster.kubectl("create", "token", f"{job.name}-launcher", "--namespace",
-                                    job.namespace).stdout.strip()
+                                    job.namespace, "--bound-object-kind=Pod",
+                                    f"--bound-object-name={pod}").stdout.strip()
             (account / "token").write_text(token)
             (account / "namespace").write_text(job.namespace)
             raw = cluster.kubectl("config", "view", "--raw", "--minify", "--output=json").stdout
@@ -211,6 +221,13 @@ def pods(cluster: Cluster, tmp_path: Path) -> Iterator[Any]:
 
 
 WAIT_SECONDS = 60.0
+
+
+def scale_up(job: Job, replicas: dict[str, int]) -> None:
+    """Scale StatefulSets up as a person or a GitOps controller does (no policy applies)."""
+    for name, count in replicas.items():
+        job.cluster.kubectl("scale", f"statefulset/{name}", f"--replicas={count}",
+                            "--namespace", job.namespace)
 
 
 def idling(process: subprocess.Popen[str]) -> None:
@@ -249,12 +266,17 @@ def test_success_is_recorded_sticks_and_releases_the_job_evaluator_last(
     live_state = cluster.get_json("configmap/trained-state", "--namespace", job.namespace)
     assert health(live_state) == ("Healthy", f"succeeded at revision {revision}")  # Argo CD
 
-    # A pod recreated after success (eviction, drain): a new emptyDir, the same revision.
+    # A pod recreated after success (scaled up again, as Flux's drift correction does): a new
+    # emptyDir, the same revision. It does not train; it releases the job again.
+    scale_up(job, {"trained-chief": 1})
     again = pods(job, "chief", 0, fresh="-recreated").run(train)
+    wait_for("the recreated chief to release the job again",
+             lambda: job.replicas()["trained-chief"] == 0, WAIT_SECONDS)
     idling(again)
     assert runs.read_text() == "trained\n" * 3  # it did not train again
     assert job.records()["chief-0"] == f"succeeded {revision}"
     # A new revision trains.
+    scale_up(job, {"trained-chief": 1})
     new = pods(job, "chief", 0, fresh="-new-revision").run(train, revision="0" * 12)
     wait_for("the new revision to record its success",
              lambda: job.records()["chief-0"] == f"succeeded {'0' * 12}", WAIT_SECONDS)
@@ -286,9 +308,7 @@ def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
     assert "failed worker-1: exit 2 after 0 restarts" in table
     # Scaled up again (as Flux's drift correction does): a new pod of the failed revision finds
     # the record, does not train, and releases the job again.
-    for name in ("broken-chief", "broken-worker", "broken-evaluator"):
-        cluster.kubectl("scale", f"statefulset/{name}", "--replicas=1", "--namespace",
-                        job.namespace)
+    scale_up(job, {"broken-chief": 1, "broken-worker": 2, "broken-evaluator": 1})
     again = pods(job, "worker", 1, fresh="-recreated").run("echo trained-again; exit 0")
     wait_for("the recreated pod to release the job",
              lambda: set(job.replicas().values()) == {0}, WAIT_SECONDS)
@@ -332,3 +352,28 @@ def test_status_shows_pending_suspended_released_and_revisions(
         cluster.kubectl("scale", f"statefulset/{name}", "--replicas=0", "--namespace",
                         job.namespace)
     assert job.phase() == "Released"
+
+
+def test_status_prints_what_the_cluster_holds_escaped(cluster: Cluster, tmp_path: Path) -> None:
+    """Someone with more rights than a job's pods (or any pod, on a cluster without the launcher
+    policy) can write terminal escapes into a job's record and its revision annotations; `status`
+    prints them escaped, as text and as JSON."""
+    job = deploy(cluster, tmp_path, "escaped")
+    attack = "\x1b]0;pwned\x07\x1b[2J\rok\u202eevil\x9b"
+    revision = f"0123{attack}"
+    for role in ("chief", "worker", "evaluator"):
+        cluster.kubectl("patch", f"statefulset/escaped-{role}", "--namespace", job.namespace,
+                        "--type=merge", "--patch=" + json.dumps({"spec": {"template": {
+                            "metadata": {"annotations": {"tfcompile.dev/revision": revision}}}}}))
+    record = f"failed {revision} exit 3 after 2 restarts {attack}"
+    cluster.kubectl("patch", "configmap/escaped-state", "--namespace", job.namespace,
+                    "--type=merge", "--patch=" + json.dumps({"data": {"worker-0": record}}))
+    table = job.status()
+    assert controls(table) == []
+    assert f"escaped ({job.namespace}): Failed; revision deployed {printable(revision)}, " \
+           f"committed {job.revision} (differs)\n" in table
+    assert f"failed worker-0: exit 3 after 2 restarts {printable(attack)}" in table
+    as_json = job.status("--json")
+    assert controls(as_json) == []
+    roles = {role["role"]: role for role in json.loads(as_json)[0]["roles"]}
+    assert roles["worker"]["failed"] == [f"worker-0: exit 3 after 2 restarts {attack}"]

@@ -346,7 +346,9 @@ def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_r
 
 
 # The training command of the failing jobs: it probes what the pod's own token may do through
-# `kubernetes.default.svc` (the pod's CA checks the API server), then fails with exit status 3.
+# `kubernetes.default.svc` (the pod's CA checks the API server): grow its job, scale another
+# job, touch its StatefulSet itself, list, read Secrets, delete its pod, record for another task;
+# then it fails with exit status 3.
 FAILING_SCRIPT = """\
 import json, os, ssl, sys, urllib.error, urllib.request
 
@@ -374,12 +376,14 @@ namespace = open(ACCOUNT + "/namespace").read().strip()
 statefulsets = "/apis/apps/v1/namespaces/" + namespace + "/statefulsets"
 for own, other in zip(sys.argv[1::2], sys.argv[2::2]):
     call("GET", statefulsets + "/" + own + "/scale")
-    call("PATCH", statefulsets + "/" + own + "/scale", {"spec": {"replicas": 1}})
+    call("PATCH", statefulsets + "/" + own + "/scale", {"spec": {"replicas": 40}})
     call("PATCH", statefulsets + "/" + other + "/scale", {"spec": {"replicas": 1}})
     call("PATCH", statefulsets + "/" + own, {"spec": {"replicas": 1}})
     call("GET", statefulsets)
     call("GET", "/api/v1/namespaces/" + namespace + "/secrets")
     call("DELETE", "/api/v1/namespaces/" + namespace + "/pods/" + os.environ["HOSTNAME"])
+    call("PATCH", "/api/v1/namespaces/" + namespace + "/configmaps/" + own.rsplit("-", 1)[0]
+         + "-state", {"data": {"worker-1": "succeeded 0123456789ab"}})
 print("failing with exit status 3", flush=True)
 sys.exit(3)
 """
@@ -450,7 +454,8 @@ def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only
         node: LocalNode, tmp_path: Path) -> None:
     """`doNotRetryExitCodes: [3]` with `onSuccess: release`: the first failure is final, is
     recorded, and the job's pod scales its own StatefulSet to 0. Before failing, the pod shows
-    with its own token what it may do: get and patch its job's scale, nothing else."""
+    with its own projected token what it may do: get its job's scale and, under the launcher
+    policy, set it to 0 only (40 is refused, as is another task's record); nothing else."""
     started = time.monotonic()
     other = failing_job(tmp_path, "other", "  suspend: true\n")
     name = f"stops-{uuid.uuid4().hex[:6]}"
@@ -468,12 +473,13 @@ def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only
     own, foreign = f"statefulsets/{job.name}-worker", f"statefulsets/{other.name}-worker"
     assert [line for line in lines if line.startswith("probe:")] == [
         f"probe: GET {own}/scale 200",
-        f"probe: PATCH {own}/scale 200",
+        f"probe: PATCH {own}/scale 403",  # to 40: the launcher policy
         f"probe: PATCH {foreign}/scale 403",
         f"probe: PATCH {own} 403",
         "probe: GET statefulsets 403",
         "probe: GET secrets 403",
         f"probe: DELETE pods/{pod} 403",
+        f"probe: PATCH configmaps/{job.name}-state 403",  # worker-1's record: the policy
     ]
     assert lines.count("failing with exit status 3") == 1
     assert ("tfcompile: training failed (exit 3 after 0 restarts); that exit code means do not "

@@ -3,7 +3,8 @@
 `scripts/control-plane.sh up --node --gitops both` starts them once for the whole tier (the
 controllers are built from source with Go the first time); each tool's tests push to a
 repository of their own, made by `tfcompile init`, and the jobs run in the namespace the deploy
-files name. After the last test `down` must leave no process, port, mount or file behind.
+files name; the launcher policy `init` writes is applied once, as docs/gitops.md says. After the
+last test `down` must leave no process, port, mount or file behind.
 Needs root (the node runs pods in namespaces of their own), Go, git and redis-server.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.launcher_policy import apply_launcher_policy
 from tests.cluster.local_node import NODE_ARGUMENTS, LocalNode
 from tests.conftest import REPOSITORY
 
@@ -91,6 +93,7 @@ def gitops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitOps]:
                 "as root).", pytrace=False)
         lines = up.stdout.splitlines()
         node = LocalNode(run_directory, Path(_exported(lines, "KUBECONFIG")))
+        apply_launcher_policy(node.kubeconfig, run_directory.parent / "launcher-policy")
         ports = _ports_of(node)
         yield GitOps(node, Path(_exported(lines, "TFCOMPILE_GIT_ROOT")),
                      _exported(lines, "TFCOMPILE_GIT_URL"))

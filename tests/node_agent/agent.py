@@ -89,7 +89,9 @@ class NodeAgent:
                 except ApiError as error:
                     self.log(f"API server: {error}")
                 except Exception:  # a node keeps its pods running through its own bugs
-                    self.log("internal error (the pass is retried):\n" + traceback.format_exc())
+                    self.log("internal error (the pass is retried):")
+                    for line in traceback.format_exc().splitlines():
+                        self.log(line)
                 self.stop_requested.wait(max(0.0, PASS_SECONDS - (time.monotonic() - started)))
         finally:
             self.shutdown()

@@ -27,7 +27,7 @@ from typing import Any
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
 from .component_steps import ComponentSteps
-from .report import Problem, printable
+from .report import Problem, quoted
 from .workload_rules import (
     TENSORFLOW_CONTAINER,
     arguments_problem,
@@ -71,7 +71,7 @@ def _words(digest: Any) -> list[str]:
         value = json.loads(digest) if isinstance(digest, str) else digest
     except ValueError:
         value = digest
-    return [printable(word) for word in value] if isinstance(value, list) else [printable(value)]
+    return [quoted(word) for word in value] if isinstance(value, list) else [quoted(value)]
 
 
 def _digest(value: Any) -> Any:
@@ -82,10 +82,10 @@ def _digest(value: Any) -> Any:
 
 
 def _toleration(toleration: Mapping[str, Any]) -> str:
-    parts = [f"{field} {printable(toleration[field])}" for field in ("key", "operator", "effect")
+    parts = [f"{field} {quoted(toleration[field])}" for field in ("key", "operator", "effect")
              if field in toleration]
     if "value" in toleration:
-        parts.insert(1, f"value {printable(toleration['value'])}")
+        parts.insert(1, f"value {quoted(toleration['value'])}")
     return ", ".join(parts) or "tolerate everything"
 
 
@@ -103,9 +103,9 @@ def _source(entry: Mapping[str, Any]) -> str:
     for field, what in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
         reference = entry.get(field)
         if isinstance(reference, Mapping):
-            prefix = f" with prefix {printable(entry['prefix'])}" if "prefix" in entry else ""
-            return f"{what} {printable(reference.get('name'))}{prefix}"
-    return printable(_digest(dict(entry)))
+            prefix = f" with prefix {quoted(entry['prefix'])}" if "prefix" in entry else ""
+            return f"{what} {quoted(reference.get('name'))}{prefix}"
+    return quoted(_digest(dict(entry)))
 
 
 def _affinity_terms(affinity: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -159,30 +159,30 @@ def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     for toleration in _items(spec, "tolerations"):
         facts[("toleration", _toleration(toleration))] = None
     for what, term in _affinity_terms(_map(spec, "affinity")):
-        facts[(what, printable(_digest(dict(term))))] = None
+        facts[(what, quoted(_digest(dict(term))))] = None
     for constraint in _items(spec, "topologySpreadConstraints"):
-        facts[("topology spread constraint", printable(_digest(dict(constraint))))] = None
+        facts[("topology spread constraint", quoted(_digest(dict(constraint))))] = None
     for secret in _items(spec, "imagePullSecrets"):
-        facts[("image pull secret", printable(secret.get("name")))] = None
+        facts[("image pull secret", quoted(secret.get("name")))] = None
     for volume in _items(spec, "volumes"):
-        facts[("volume", printable(volume.get("name")))] = _digest(dict(volume))
+        facts[("volume", quoted(volume.get("name")))] = _digest(dict(volume))
     for field, what in (("initContainers", "init container"), ("containers", "container")):
         for container in _items(spec, field):
-            name = printable(container.get("name"))
+            name = quoted(container.get("name"))
             facts[(what, name)] = None
             for part in ("command", "args"):
                 if part in container:
                     facts[(part, name)] = _digest(container[part])
             for variable in _items(container, "env"):
-                facts[("env var", name, printable(variable.get("name")))] = _digest(
+                facts[("env var", name, quoted(variable.get("name")))] = _digest(
                     {key: value for key, value in variable.items() if key != "name"})
             for source in _items(container, "envFrom"):
                 facts[("env source", name, _source(source))] = None
             for mount in _items(container, "volumeMounts"):
-                facts[("mount", name, printable(mount.get("mountPath")))] = _digest(dict(mount))
+                facts[("mount", name, quoted(mount.get("mountPath")))] = _digest(dict(mount))
             for port in _items(container, "ports"):
-                facts[("port", name, printable(port.get("containerPort")),
-                       printable(port.get("protocol") or "TCP"))] = _digest(dict(port))
+                facts[("port", name, quoted(port.get("containerPort")),
+                       quoted(port.get("protocol") or "TCP"))] = _digest(dict(port))
     return facts
 
 
@@ -197,7 +197,7 @@ def _describe(fact: Fact) -> str:
         return f"the port {parts[1]}/{parts[2]} of container {parts[0]}"
     if kind in {"command", "args"}:
         return f"the {kind} of container {parts[0]}"
-    return f"the {kind} {printable(parts[0])}"
+    return f"the {kind} {quoted(parts[0])}"
 
 
 @dataclass(frozen=True)
@@ -247,10 +247,10 @@ def _changes(steps: ComponentSteps, final_rendering: Sequence[KubernetesObject])
                 while first > 0 and facts[first - 1].get(key, {}).get(fact, _ABSENT) == value:
                     first -= 1
                 origin = (steps.base if first == 0
-                          else f"component {printable(steps.components[first - 1])}")
+                          else f"component {quoted(steps.components[first - 1])}")
                 item = keyed[-1][key]
                 yield _Change(key[0], str(item.get("kind")), is_role(item), fact,
-                              printable(component), origin, first > 0, value, new)
+                              quoted(component), origin, first > 0, value, new)
 
 
 def _message(change: _Change) -> str:

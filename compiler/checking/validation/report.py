@@ -11,10 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfcompile.compiler.printable import printable
 
-def printable(value: object) -> str:
+
+def quoted(value: object) -> str:
     """A name or value from the user's files as a message shows it: as it is when printable,
-    else JSON-escaped (no control character reaches a terminal)."""
+    else quoted and JSON-escaped (no control character reaches a terminal; `to_text` escapes
+    what is left with `printable`)."""
     text = str(value)
     return text if text.isprintable() else json.dumps(text)
 
@@ -73,17 +76,19 @@ class ValidationReport:
         return not self.problems
 
     def to_text(self) -> str:
-        """A plain-text summary: problems, then prerequisites, then notes."""
+        """A plain-text summary: problems, then prerequisites, then notes; each escaped
+        (`printable`), since names and messages may come from the cluster or hostile input."""
         lines = [
-            f"{self.directory}: {len(self.objects)} objects rendered, checked against "
-            f"Kubernetes {self.kubernetes_version}: "
+            f"{printable(str(self.directory))}: {len(self.objects)} objects rendered, checked "
+            f"against Kubernetes {self.kubernetes_version}: "
             + (
                 "no problems"
                 if self.ok
                 else f"{len(self.problems)} problem{'s' if len(self.problems) != 1 else ''}"
             )
         ]
-        lines.extend(f"  error: {problem}" for problem in self.problems)
-        lines.extend(f"  requires: {prerequisite}" for prerequisite in self.prerequisites)
-        lines.extend(f"  note: {note}" for note in self.notes)
+        lines.extend(f"  error: {printable(str(problem))}" for problem in self.problems)
+        lines.extend(f"  requires: {printable(str(prerequisite))}"
+                     for prerequisite in self.prerequisites)
+        lines.extend(f"  note: {printable(note)}" for note in self.notes)
         return "\n".join(lines) + "\n"

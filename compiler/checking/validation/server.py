@@ -11,7 +11,8 @@ the context's credentials (certificates, tokens, exec plugins, OIDC), and this m
 same request `kubectl apply --server-side --dry-run=server --force-conflicts` sends, one object
 at a time, so each refusal comes back as the API server's structured `Status`: the object, each
 field and its reason. Objects without a namespace are checked in the context's namespace (Argo
-CD and Flux put them into their destination namespace the same way).
+CD and Flux put them into their destination namespace the same way). What the server and kubectl
+say is printed escaped (`printable`): it may carry text a cluster's users wrote.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tfcompile.compiler.printable import printable
 from tfcompile.compiler.rendering.manifests import (
     KubernetesObject,
     name_of,
@@ -145,7 +147,6 @@ def server_session() -> Iterator[ServerSession]:
         process = subprocess.Popen(
             [kubectl, "proxy", f"--unix-socket={socket_path}"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True,
         )
         try:
             _wait_for_socket(process, socket_path)
@@ -227,17 +228,18 @@ def _dry_run_apply(
 def _refusals(body: Any) -> list[str]:
     """One message a refused field (`field: reason`), or the server's message as a whole."""
     if not isinstance(body, dict):
-        return [f"the API server refuses it: {str(body)[:500]}"]
+        return [f"the API server refuses it: {printable(str(body)[:500])}"]
     details = body.get("details") or {}
     causes = [cause for cause in details.get("causes") or [] if isinstance(cause, dict)]
     messages = []
     for cause in causes:
-        reason = without_value(str(cause.get("message", cause.get("reason", ""))))
-        where = str(cause.get("field", "")).removeprefix(".")
+        reason = printable(without_value(str(cause.get("message", cause.get("reason", "")))))
+        where = printable(str(cause.get("field", "")).removeprefix("."))
         messages.append(f"{where}: {reason} (refused by the API server)" if where
                         else f"{reason} (refused by the API server)")
-    return messages or [f"the API server refuses it ({body.get('reason', 'Failure')}): "
-                        f"{without_value(str(body.get('message', '')))}"]
+    kind = printable(str(body.get("reason", "Failure")))
+    return messages or [f"the API server refuses it ({kind}): "
+                        f"{printable(without_value(str(body.get('message', ''))))}"]
 
 
 def without_value(message: str) -> str:
@@ -286,37 +288,37 @@ def _refused_identity(body: Any) -> bool:
 
 def _status_text(body: Any) -> str:
     if isinstance(body, dict):
-        return str(body.get("message") or body.get("reason") or body)[:500]
-    return str(body)[:500]
+        return printable(str(body.get("message") or body.get("reason") or body)[:500])
+    return printable(str(body)[:500])
 
 
 def _warning_text(header: str) -> str:
     match = _WARNING.match(header)
     if match is None:
-        return header
-    return match.group("text").replace('\\"', '"').replace("\\\\", "\\")
+        return printable(header)
+    return printable(match.group("text").replace('\\"', '"').replace("\\\\", "\\"))
 
 
 def _context_namespace(kubectl: str) -> str:
     completed = subprocess.run(
         [kubectl, "config", "view", "--minify", "--output",
          "jsonpath={.contexts[0].context.namespace}"],
-        capture_output=True, text=True, check=False, timeout=_REQUEST_TIMEOUT_SECONDS,
+        capture_output=True, check=False, timeout=_REQUEST_TIMEOUT_SECONDS,
     )
     if completed.returncode != 0:
-        message = completed.stderr.strip().removeprefix("error: ")
+        message = printable(completed.stderr.strip().removeprefix(b"error: "))
         raise ClusterError(f"no usable kubeconfig context ({message}); `validate --server` "
                            "checks against the current context of $KUBECONFIG or ~/.kube/config")
-    return completed.stdout.strip() or "default"
+    return completed.stdout.decode("utf-8", errors="replace").strip() or "default"
 
 
-def _wait_for_socket(process: subprocess.Popen[str], socket_path: Path) -> None:
+def _wait_for_socket(process: subprocess.Popen[bytes], socket_path: Path) -> None:
     """Until the proxy accepts connections (its socket file appears just before it listens)."""
     deadline = time.monotonic() + _PROXY_START_SECONDS
     while not _accepts(socket_path):
         if process.poll() is not None:
-            error = process.stderr.read().strip() if process.stderr is not None else ""
-            raise ClusterError(f"`kubectl proxy` failed: {error or process.returncode}")
+            error = process.stderr.read().strip() if process.stderr is not None else b""
+            raise ClusterError(f"`kubectl proxy` failed: {printable(error) or process.returncode}")
         if time.monotonic() > deadline:
             raise ClusterError("`kubectl proxy` did not start")
         time.sleep(0.05)

@@ -29,6 +29,7 @@ from .component_steps import (
     kustomization_with_components,
 )
 from .exposure import exposure_problems
+from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
@@ -145,6 +146,7 @@ def _cluster_checks(
                 *exposure_problems(objects), *workload_problems(objects)]
     found, notes = topology_problems(objects, pods)
     notes.extend(pod_security_notes(objects))
+    notes.extend(launcher_rights_notes(objects, version))
     problems.extend(found)
     prerequisites, reference_problems = prerequisites_of(objects)
     problems.extend(reference_problems)

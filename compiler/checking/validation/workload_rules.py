@@ -19,7 +19,7 @@ from typing import Any
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
-from .report import Problem, printable
+from .report import Problem, quoted
 
 ALWAYS_RESTARTING_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")
 TENSORFLOW_CONTAINER = "tensorflow"
@@ -58,7 +58,7 @@ def restart_policy_problem(reference: str, kind: str, policy: str,
                 "(onSuccess, failurePolicy), so " if kind == "StatefulSet" else "")
     return Problem(
         reference,
-        f"{who}restartPolicy {printable(policy)}: a {kind}'s pods must restart Always (the API "
+        f"{who}restartPolicy {quoted(policy)}: a {kind}'s pods must restart Always (the API "
         f"server refuses anything else); {launcher}leave restartPolicy out",
     )
 

@@ -13,12 +13,10 @@ from typing import Any
 from tfcompile.compiler.objects import launcher
 from tfcompile.spec.models import OnSuccess, RoleName, TrainingJob
 
-from ..labels import JOB_LABEL, object_labels
+from ..labels import JOB_LABEL, LAUNCHER_COMPONENT, object_labels
 from ..names import launcher_config_map_name, role_name, state_config_map_name
 from ..revision_gate import gate_settings
 from .metadata import object_metadata
-
-LAUNCHER_COMPONENT = "launcher"
 
 
 def success_tasks(job: TrainingJob) -> list[str]:

@@ -8,7 +8,9 @@ which is what `tfcompile status` and the Argo CD health check read.
 
 The Role grants the least that does this, always by name: get and patch of `J-state`; with
 `onSuccess: release`, also get and patch of the `scale` of the job's own StatefulSets. Nothing
-else: no create, no delete, no other object, no pods.
+else: no create, no delete, no other object, no pods. Which key a pod may write and to how many
+replicas it may scale, RBAC cannot say: the cluster's launcher policy does
+(`launcher_policy.py`).
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from tfcompile.spec.models import TrainingJob
 
 from ..labels import (
     JOB_LABEL,
+    LAUNCHER_COMPONENT,
     REVISION_ANNOTATION,
+    STATE_COMPONENT,
     SUCCESS_TASKS_ANNOTATION,
     SUSPENDED_ANNOTATION,
     object_labels,
 )
 from ..names import launcher_account_name, role_name, state_config_map_name
-from .launcher import LAUNCHER_COMPONENT, releases, success_tasks
+from .launcher import releases, success_tasks
 from .metadata import object_metadata
-
-STATE_COMPONENT = "state"
 
 
 def _labels(job: TrainingJob, component: str) -> dict[str, str]:

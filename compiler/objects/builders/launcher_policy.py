@@ -1,0 +1,213 @@
+"""The API server's rule for every job's pods: scale their own job to zero only, and write only
+their own record.
+
+RBAC grants verbs on named objects, nothing finer: the launcher's Role lets a pod patch its job's
+state ConfigMap and (with `onSuccess: release`) the `scale` of its job's StatefulSets, but it
+cannot say which key of the ConfigMap, nor which replica count. Without more, a pod's token could
+scale its job to 40 replicas, or record another task's success. Two ValidatingAdmissionPolicies
+(admissionregistration.k8s.io/v1, Kubernetes 1.30 and later), applied once per cluster from the
+file `init` writes, say the rest in CEL:
+
+- `scale`: a pod may set the replicas of its own job's StatefulSets (`<job>-<role>`) to 0, and
+  to nothing else;
+- `records`: a pod may patch only its own job's state ConfigMap (`<job>-state`), only the `data`
+  key of its own task (`<role>-<index>`), only with a value in the launcher's format, removing
+  no key; no create, no delete, no metadata. Beside its own final failure it may set the two
+  keys the Argo CD health check reads (`failed-revision`, `failed-task`), only to what that
+  failure record says.
+
+Whose requests. An account's labels are not part of a request, but two things are: the user
+name, `system:serviceaccount:<namespace>:<account>`, and, for a token bound to a pod (the
+projected token every pod gets), the user extra `authentication.kubernetes.io/pod-name`. A
+request is held to these rules when it comes from an account tfcompile names (`<job>-launcher`)
+or from a pod named like a task of a job (`<job>-<role>-<index>`), so that an account a
+`podTemplate` names instead is held too. It then needs a token bound to such a pod, whose name
+gives the job and the task. Only tfcompile's objects are concerned: ConfigMaps labelled as a
+job's state (before or after the change) and StatefulSets whose selector carries the job label.
+Everyone else (people, Argo CD, Flux, the controllers) is not matched at all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfcompile.spec.models import RoleName
+
+from ..labels import JOB_LABEL, MANAGED_BY, STATE_COMPONENT
+from ..launcher import (
+    FAILED,
+    FAILED_REVISION_KEY,
+    FAILED_TASK_KEY,
+    RECORD_PATTERN,
+    REVISION_DIGITS,
+)
+from ..names import (
+    LAUNCHER_ACCOUNT_PART,
+    LAUNCHER_RECORDS_POLICY,
+    LAUNCHER_SCALE_POLICY,
+    STATE_PART,
+)
+
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+"""The user extra of a token bound to a pod: the pod's name."""
+
+_ROLES = [role.value for role in RoleName]
+_ROLE_CHOICE = "|".join(_ROLES)
+_TASK_SUFFIX = f"-({_ROLE_CHOICE})-(0|[1-9][0-9]*)$"
+"""The end of a task's pod name, `-<role>-<index>`, as the StatefulSet controller names it."""
+_ROLE_LIST = ", ".join(f"'{role}'" for role in _ROLES)
+
+_FROM_A_JOB_POD = f"""\
+request.userInfo.username.matches('^system:serviceaccount:[^:]+:[^:]+-{LAUNCHER_ACCOUNT_PART}$') ||
+(request.userInfo.username.startsWith('system:serviceaccount:') &&
+ request.userInfo.?extra[?'{POD_NAME_EXTRA}'].orValue([])
+   .exists(pod, pod.matches('{_TASK_SUFFIX}')))"""
+
+_VARIABLES = [
+    {"name": "pods",
+     "expression": f"request.userInfo.?extra[?'{POD_NAME_EXTRA}'].orValue([])"},
+    {"name": "pod", "expression": "size(variables.pods) == 1 ? variables.pods[0] : ''"},
+    {"name": "suffix", "expression": f"variables.pod.find('{_TASK_SUFFIX}')"},
+    {"name": "job",
+     "expression": "variables.pod.substring(0, size(variables.pod) - size(variables.suffix))"},
+    {"name": "task",
+     "expression": "variables.suffix == '' ? '' : variables.suffix.substring(1)"},
+]
+
+_FROM_ITS_POD = {
+    "expression": "variables.suffix != '' && variables.job != ''",
+    "reason": "Forbidden",
+    "message": "a job's pods change their job only with a token bound to the pod (a pod "
+               "<job>-<role>-<index>); this request has none",
+}
+
+
+def _policy(name: str, rules: list[dict[str, Any]], object_condition: dict[str, str],
+            variables: list[dict[str, str]], validations: list[dict[str, Any]]
+            ) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": rules},
+            "matchConditions": [{"name": "from-a-job-pod", "expression": _FROM_A_JOB_POD},
+                                object_condition],
+            "variables": [*_VARIABLES, *variables],
+            "validations": [_FROM_ITS_POD, *validations],
+        },
+    }
+
+
+def _binding(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+
+
+def scale_policy() -> dict[str, Any]:
+    """A job's pods set the replicas of their own job's StatefulSets to 0, nothing else."""
+    return _policy(
+        LAUNCHER_SCALE_POLICY,
+        [{"apiGroups": ["apps"], "apiVersions": ["v1"], "operations": ["UPDATE"],
+          "resources": ["statefulsets/scale"]}],
+        {"name": "a-job-statefulset",
+         "expression": "oldObject.?status.?selector.orValue('').split(',')"
+                       f".exists(term, term.startsWith('{JOB_LABEL}='))"},
+        [],
+        [
+            {"expression": f"[{_ROLE_LIST}].exists(role, request.name == variables.job + '-' "
+                           "+ role)",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may scale only the StatefulSets "
+                                  "of its own job (' + variables.job + '-<role>), not ' + "
+                                  "request.name"},
+            {"expression": "object.?spec.?replicas.orValue(0) == 0",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may scale ' + request.name + "
+                                  "' to 0 only, not to ' + "
+                                  "string(object.?spec.?replicas.orValue(0))"},
+        ],
+    )
+
+
+_FAILED_PREFIX_LENGTH = len(f"{FAILED} ") + REVISION_DIGITS + 1
+"""`failed <revision> ` before the detail of a failure record."""
+_FAILURE_SUMMARY = f"""\
+!variables.changed.exists(key, key in ['{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}']) ||
+(['{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}', variables.task].all(key, key in variables.new) &&
+ variables.new[variables.task].startsWith(
+   '{FAILED} ' + variables.new['{FAILED_REVISION_KEY}'] + ' ') &&
+ size(variables.new[variables.task]) > {_FAILED_PREFIX_LENGTH} &&
+ variables.new['{FAILED_TASK_KEY}'] == variables.task + ' (' +
+   variables.new[variables.task].substring({_FAILED_PREFIX_LENGTH}) + ')')"""
+"""The failure summary keys, when a request sets them, repeat the pod's own failure record:
+the revision it names, and the task with the record's detail."""
+
+
+def records_policy() -> dict[str, Any]:
+    """A job's pods patch only their own task's record in their job's state ConfigMap."""
+    state_labels = (f"o.metadata.?labels[?'app.kubernetes.io/managed-by'].orValue('') == "
+                    f"'{MANAGED_BY}' &&\n"
+                    f" o.metadata.?labels[?'app.kubernetes.io/component'].orValue('') == "
+                    f"'{STATE_COMPONENT}'")
+    unchanged = " &&\n".join(
+        f"object{path}.orValue({empty}) == oldObject{path}.orValue({empty})"
+        for path, empty in ((".metadata.?labels", "{}"), (".metadata.?annotations", "{}"),
+                            (".metadata.?finalizers", "[]"),
+                            (".metadata.?ownerReferences", "[]"),
+                            (".?binaryData", "{}"), (".?immutable", "false")))
+    return _policy(
+        LAUNCHER_RECORDS_POLICY,
+        [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
+          "resources": ["configmaps"]}],
+        {"name": "a-job-state",
+         "expression": f"[object, oldObject].exists(o, o != null &&\n {state_labels})"},
+        [{"name": "old", "expression": "oldObject == null ? {} : oldObject.?data.orValue({})"},
+         {"name": "new", "expression": "object == null ? {} : object.?data.orValue({})"},
+         {"name": "changed",
+          "expression": "variables.new.filter(key, !(key in variables.old) ||\n"
+                        "  variables.old[key] != variables.new[key])"}],
+        [
+            {"expression": "request.operation == 'UPDATE'",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may patch ' + request.name + "
+                                  "', not ' + request.operation + ' it'"},
+            {"expression": f"request.name == variables.job + '-{STATE_PART}'",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may write only the state of its "
+                                  f"own job, ' + variables.job + '-{STATE_PART}, not ' + "
+                                  "request.name"},
+            {"expression": unchanged,
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may change only the data of ' + "
+                                  "request.name"},
+            {"expression": "variables.old.all(key, key in variables.new) &&\n"
+                           "variables.changed.all(key, key in\n"
+                           f"  [variables.task, '{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}'])",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may write only the record of its "
+                                  "own task, ' + variables.task + ', and remove none'"},
+            {"expression": _FAILURE_SUMMARY,
+             "reason": "Forbidden",
+             "messageExpression": f"'pod ' + variables.pod + ' may set {FAILED_REVISION_KEY} "
+                                  f"and {FAILED_TASK_KEY} only beside its own failure record, "
+                                  "to what it says'"},
+            {"expression": "!(variables.task in variables.new) ||\n"
+                           f"variables.new[variables.task].matches('{RECORD_PATTERN}')",
+             "reason": "Forbidden",
+             "messageExpression": "'pod ' + variables.pod + ' may record only \"succeeded "
+                                  "<revision>\" or \"failed <revision> exit <status> after "
+                                  "<restarts> restarts\"'"},
+        ],
+    )
+
+
+def launcher_policy_objects() -> list[dict[str, Any]]:
+    """Both policies, each followed by its binding (every namespace, requests refused)."""
+    return [scale_policy(), _binding(LAUNCHER_SCALE_POLICY),
+            records_policy(), _binding(LAUNCHER_RECORDS_POLICY)]
