@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OUTPUT
+from tfcompile.compiler.checking.validation.report import Problem, ValidationReport
 from tfcompile.compiler.local_run.console import Console
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.rendering.kustomize import kustomize_message
-from tfcompile.compiler.checking.validation.report import Problem, ValidationReport
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
@@ -187,6 +187,7 @@ def state_items() -> list[dict[str, object]]:
     ]
 
 
+@pytest.mark.slow
 def test_status_prints_what_pods_wrote_escaped(tmp_path: Path) -> None:
     environment = fake_kubectl(tmp_path, state_items())
     completed = subprocess.run([TFCOMPILE, "status", "-o", str(OUTPUT)], capture_output=True,
@@ -205,6 +206,7 @@ def test_status_prints_what_pods_wrote_escaped(tmp_path: Path) -> None:
     assert found["mnist"]["deployed_revision"] == "abc" + ATTACK
 
 
+@pytest.mark.slow
 def test_kubectl_s_error_is_printed_escaped(tmp_path: Path) -> None:
     completed = subprocess.run([TFCOMPILE, "status", "-o", str(OUTPUT)], capture_output=True,
                                text=True, check=False, timeout=120,
@@ -215,6 +217,7 @@ def test_kubectl_s_error_is_printed_escaped(tmp_path: Path) -> None:
     assert controls(completed.stderr) == []
 
 
+@pytest.mark.slow
 def test_validate_server_prints_the_server_s_reasons_and_warnings_escaped(
         tmp_path: Path) -> None:
     completed = subprocess.run(

@@ -16,11 +16,10 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
-from tfcompile.spec.schema import schema_text
-
 from tfcompile.compiler.objects.builders.launcher_policy import launcher_policy_objects
 from tfcompile.compiler.objects.names import LAUNCHER_POLICY_FILE
 from tfcompile.compiler.yaml_output import dump
+from tfcompile.spec.schema import schema_text
 
 FILES = {
     "jobs/example/job.yaml": "job.yaml.template",
