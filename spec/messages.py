@@ -47,6 +47,10 @@ PATTERN_DESCRIPTIONS = {
     ),
     models.QUANTITY_PATTERN: "must be a Kubernetes quantity such as 500m, 4, 1.5 or 16Gi",
     models.ABSOLUTE_PATH_PATTERN: "must be an absolute path such as /mnt/shared",
+    models.DURATION_PATTERN: (
+        "must be a duration in hours, minutes and seconds, in that order, such as 48h, 90m, "
+        "1h30m or 45s"
+    ),
     models.OVERLAY_NAME_PATTERN: (
         "must be the name of a directory under overlays/: lowercase letters, digits, '-' and '_'"
     ),

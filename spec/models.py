@@ -10,6 +10,7 @@ a factory's signature, and a builtin's means parsing its text signature with the
 keep every `build` from paying for what changes nothing in the models.
 """
 
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -358,6 +359,27 @@ class OnSuccess(StrEnum):
     RELEASE = "release"
 
 
+class OnFailure(StrEnum):
+    """What the job's pods do once the job has given up (failurePolicy or deadline)."""
+
+    IDLE = "idle"
+    RELEASE = "release"
+
+
+DURATION_PATTERN = (
+    r"^([0-9]{1,5}h([0-9]{1,6}m)?([0-9]{1,7}s)?|[0-9]{1,6}m([0-9]{1,7}s)?|[0-9]{1,7}s)$"
+)
+DURATION_UNITS = {"h": 3600, "m": 60, "s": 1}
+LONGEST_DEADLINE_SECONDS = 366 * 24 * 3600
+Duration = Annotated[str, StringConstraints(strict=True, pattern=DURATION_PATTERN)]
+
+
+def duration_seconds(duration: str) -> int:
+    """The seconds of a duration such as `48h`, `90m` or `1h30m` (hours, minutes, seconds)."""
+    return sum(int(amount) * DURATION_UNITS[unit]
+               for amount, unit in re.findall(r"([0-9]+)([hms])", duration))
+
+
 ExitCode = Annotated[StrictInt, Field(ge=1, le=255)]
 
 
@@ -430,6 +452,20 @@ class JobSpec(SpecModel):
         default=None,
         description="Stop retrying a failing task (omitted: the kubelet restarts it forever).",
     )
+    on_failure: OnFailure = Field(
+        default=OnFailure.IDLE,
+        description="idle: a job that gave up (failurePolicy or deadline) keeps its pods, "
+        "idling; release: its own pods scale its StatefulSets to 0.",
+    )
+    deadline: Duration | None = Field(
+        default=None,
+        description="How long a revision may train, in hours, minutes and seconds (48h, 90m, "
+        "1h30m): then it is stopped and recorded as failed. Omitted: no limit.",
+    )
+
+    def deadline_seconds(self) -> int | None:
+        """The deadline in seconds, or None when the job has none."""
+        return None if self.deadline is None else duration_seconds(self.deadline)
 
     def resolved_strategy(self) -> Strategy:
         """The strategy given, or the one inferred: ParameterServer when the job has ps."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 
+from .lifecycle_rules import check_lifecycle
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
 from .pod_rules import check_kubernetes_fields
 from .problems import Problem
@@ -62,6 +63,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
+    yield from check_lifecycle(spec)
     yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
 
 

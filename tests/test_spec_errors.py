@@ -137,6 +137,21 @@ MISTAKES = [
             "invalid YAML: a key appears twice in one mapping"),
     Mistake("document that is a list", "- apiVersion: tfcompile.dev/v1alpha1\n", "- apiVersion",
             "(document)", "expected a mapping with kind: TrainingJob"),
+    *(Mistake(f"deadline {value}", job(f"deadline: {value}\n"), value, "spec.deadline",
+              "must be a duration in hours, minutes and seconds, in that order, such as 48h")
+      for value in ["2d", "48s0", "30m1h", "1.5h", "48H", "-1h", "hm5"]),
+    Mistake("deadline as a number", job("deadline: 3600\n"), "3600", "spec.deadline",
+            "must be a string"),
+    Mistake("deadline of no time", job("deadline: 0h\n"), "0h", "spec.deadline",
+            "0h is 0 s; give at least 1s and at most 8784h"),
+    Mistake("deadline past a year", job("deadline: 9000h\n"), "9000h", "spec.deadline",
+            "9000h is 32400000 s; give at least 1s and at most 8784h"),
+    Mistake("deadline not enforced yet", job("deadline: 48h\n"), "48h", "spec.deadline",
+            "this version's launcher does not stop a revision at a deadline yet"),
+    Mistake("onFailure release not enforced yet", job("onFailure: release\n"), "release",
+            "spec.onFailure", "this version's launcher does not release a job that gave up yet"),
+    Mistake("unknown onFailure", job("onFailure: delete\n"), "delete", "spec.onFailure",
+            "'idle' or 'release'"),
 ]
 
 
