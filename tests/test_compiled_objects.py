@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import job_text
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 FULL_JOB = job_text(metadata_lines="""\
@@ -41,7 +42,7 @@ def compile_text(tmp_path: Path, text: str, script: str = "print('hi')\n") -> li
     (tmp_path / "job.yaml").write_text(textwrap.dedent(text))
     (tmp_path / "train.py").write_text(script)
     [loaded] = load_jobs(tmp_path / "job.yaml")
-    return build_objects(loaded)
+    return build_objects(loaded, shipped_launcher())
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ the API server and the release are tested against a real API server in tests/clu
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -24,10 +25,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
+from tfcompile.compiler.launcher import program
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
-from tfcompile.spec.rules import REVISION_VARIABLE
+from tfcompile.spec.rules import RESERVED_MOUNT_PATH, REVISION_VARIABLE
 
 JOB = job_text(image="tf", command="[python, train.py]",
                roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}")
@@ -49,7 +52,7 @@ class Pod:
     def __post_init__(self) -> None:
         self.state = self.directory / "state"
         self.state.mkdir(parents=True, exist_ok=True)
-        (self.directory / "launcher.py").write_text(launcher.PROGRAM)
+        (self.directory / "launcher.py").write_text(shipped_launcher().text)
         (self.directory / "settings.json").write_text(launcher.settings_text(self.settings))
 
     def start(self, command: str) -> subprocess.Popen[str]:
@@ -79,13 +82,24 @@ def stop(process: subprocess.Popen[str]) -> str:
     return process.stdout.read() if process.stdout else ""
 
 
-def test_the_program_has_no_dollar_and_is_valid_python(tmp_path: Path) -> None:
-    for text in launcher_data(load_jobs_text(tmp_path)).values():
+def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
+        tmp_path: Path) -> None:
+    for text in launcher_data(load_jobs_text(tmp_path), shipped_launcher()).values():
         assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
-    (tmp_path / "launcher.py").write_text(launcher.PROGRAM)
+    text = shipped_launcher().text
+    (tmp_path / "launcher.py").write_text(text)
     py_compile.compile(str(tmp_path / "launcher.py"), doraise=True)
-    # The program is fixed text; it must read the variable the StatefulSets set.
-    assert f'os.environ.get("{REVISION_VARIABLE}")' in launcher.PROGRAM
+    # TensorFlow images have Python 3.8 and later, and nothing but the standard library.
+    tree = ast.parse(text, feature_version=(3, 8))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    # The text shipped is the module the tests import, and it agrees with the spec.
+    assert text == Path(program.__file__).read_text()
+    assert program.REVISION_VARIABLE == REVISION_VARIABLE
+    assert program.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
 
 
 def load_jobs_text(tmp_path: Path) -> Any:
@@ -289,19 +303,11 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
             process.wait(timeout=5)
 
 
-def program_functions() -> dict[str, Any]:
-    """The launcher's functions, defined as its container defines them (nothing runs)."""
-    namespace: dict[str, Any] = {"__name__": "tfcompile_launcher",
-                                 "__file__": "tfcompile-launcher.py"}
-    exec(compile(launcher.PROGRAM, "tfcompile-launcher.py", "exec"), namespace)
-    return namespace
-
-
 def test_a_releasing_pod_scales_its_own_statefulset_after_the_others(
         monkeypatch: Any) -> None:
     """A pod's token is bound to the pod: scaling its own StatefulSet first would end the token
     before the others are scaled (at once, for a pod deleted without a grace period)."""
-    own_last = program_functions()["own_last"]
+    own_last = program.own_last
     names = ["demo-chief", "demo-worker", "demo-evaluator"]
     for role, order in (("chief", ["demo-worker", "demo-evaluator", "demo-chief"]),
                         ("worker", ["demo-chief", "demo-evaluator", "demo-worker"]),

@@ -22,7 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
-from .launcher import REVISION_DIGITS
+from .launcher import REVISION_DIGITS, LauncherProgram
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -51,8 +51,9 @@ def file_name(document: dict[str, Any]) -> str:
     return f"{document['kind'].lower()}-{document['metadata']['name']}.yaml"
 
 
-def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
-    """Every object of the job, in a fixed order; raises `SpecError` for limits a spec breaks."""
+def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str, Any]]:
+    """Every object of the job, in a fixed order, with `program` as its launcher; raises
+    `SpecError` for limits a spec breaks."""
     job, script = loaded.job, loaded.script
     problems = [*check_name_lengths(job), *check_tf_config_size(job)]
     if problems:
@@ -63,7 +64,7 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if script is not None:
         mounted.append(script_config_map(job, script))
         script_map = script_name(job, script)
-    launcher_map = launcher_config_map(job)
+    launcher_map = launcher_config_map(job, program)
     mounted.append(launcher_map)
     objects.extend(mounted)
     state = state_config_map(job, revision="")

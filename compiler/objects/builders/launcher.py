@@ -50,28 +50,28 @@ def launcher_settings(job: TrainingJob) -> dict[str, Any]:
     }
 
 
-def launcher_data(job: TrainingJob) -> dict[str, str]:
+def launcher_data(job: TrainingJob, program: launcher.LauncherProgram) -> dict[str, str]:
     return {
-        launcher.PROGRAM_FILE: launcher.PROGRAM,
+        launcher.PROGRAM_FILE: program.text,
         launcher.SETTINGS_FILE: launcher.settings_text(launcher_settings(job)),
     }
 
 
-def launcher_name(job: TrainingJob) -> str:
+def launcher_name(job: TrainingJob, program: launcher.LauncherProgram) -> str:
     """`J-launcher-<10 hex digits of SHA-256 over the ConfigMap's data>`."""
     hasher = hashlib.sha256()
-    for key, text in sorted(launcher_data(job).items()):
+    for key, text in sorted(launcher_data(job, program).items()):
         hasher.update(key.encode() + b"\0" + text.encode() + b"\0")
     return launcher_config_map_name(job.metadata.name, hasher.hexdigest()[:10])
 
 
-def launcher_config_map(job: TrainingJob) -> dict[str, Any]:
+def launcher_config_map(job: TrainingJob, program: launcher.LauncherProgram) -> dict[str, Any]:
     labels = object_labels(job, LAUNCHER_COMPONENT, {JOB_LABEL: job.metadata.name})
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": object_metadata(job, launcher_name(job), labels),
-        "data": launcher_data(job),
+        "metadata": object_metadata(job, launcher_name(job, program), labels),
+        "data": launcher_data(job, program),
     }
 
 
