@@ -140,6 +140,29 @@ def test_success_is_recorded_and_a_restart_idles_instead_of_training_again(
 
 
 @pytest.mark.slow
+def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -> None:
+    """The settings sit in a ConfigMap updated in place: a pod of another revision than theirs
+    (an old pod during a roll, a new one before the kubelet refreshes its files) must not train
+    with them, and trains once the file is of its revision (SIGTERM still stops it at once)."""
+    settings = settings_of(tmp_path)
+    pod = Pod(tmp_path, {**settings, program.REVISION_SETTING: "ba9876543210"})
+    runs = tmp_path / "runs"
+    waiting = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    assert idles(waiting, seconds=2.0)
+    assert not runs.exists()
+    assert "waiting" in stop(waiting)
+    refreshed = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    time.sleep(1.0)
+    (tmp_path / "settings.json").write_text(launcher.settings_text(
+        {**settings, program.REVISION_SETTING: "0123456789ab"}))
+    deadline = time.monotonic() + program.SETTINGS_WAIT_SECONDS + 5
+    while not runs.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert runs.read_text() == "trained\n"
+    assert "training succeeded; idling" in stop(refreshed)
+
+
+@pytest.mark.slow
 def test_without_a_policy_every_failure_is_passed_to_the_kubelet(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
     for _ in range(4):

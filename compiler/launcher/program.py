@@ -30,6 +30,11 @@ come from its environment.
 format, the settings it reads, the arguments and paths it is started with. A change to any of
 them raises it; the job's launcher ConfigMap is named by it, so a new protocol rolls every job,
 while a new text of the same protocol replaces the program in place and restarts no pod.
+
+The settings file sits in that same ConfigMap and is updated in place too, so it names the
+revision it was compiled for: a launcher whose pod runs another revision (an old pod restarting
+during a roll, or a new one before the kubelet has refreshed its files) waits until the file is
+of its own revision, rather than act on another revision's settings.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ STATE_DIRECTORY = RESERVED_MOUNT_PATH + "/state"
 """This pod's emptyDir: its markers outlive container restarts."""
 SETTINGS_FILE = "settings.json"
 """The job's settings, beside the program."""
+REVISION_SETTING = "revision"
+"""The settings' key for the revision they belong to (absent: any revision)."""
+SETTINGS_WAIT_SECONDS = 5.0
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
 """The pod's revision (its `tfcompile.dev/revision` annotation, through the downward API)."""
 FIELD_MANAGER = "tfcompile-launcher"
@@ -411,15 +419,32 @@ def train(command: list[str], gate: RevisionGate) -> tuple[int, bool, str | None
     return (128 - status if status < 0 else status), bool(stopping), None
 
 
+def read_settings(path: str, revision: str) -> Settings:
+    """The job's settings of this pod's revision, waiting while the file is of another one."""
+    reported = False
+    while True:
+        with open(path) as settings_file:
+            settings: Settings = json.load(settings_file)
+        written = settings.get(REVISION_SETTING)
+        if written is None or written == revision:
+            return settings
+        if not reported:
+            say("the settings are of revision " + str(written) + ", this pod runs " + revision
+                + ": waiting for the kubelet to refresh them")
+            signal.signal(signal.SIGTERM, exit_quietly)
+            signal.signal(signal.SIGINT, exit_quietly)
+            reported = True
+        time.sleep(SETTINGS_WAIT_SECONDS)
+
+
 def main(arguments: list[str]) -> int:
     where, command = options(arguments)
     if not command:
         say("usage: tfcompile-launcher.py [--OPTION=VALUE...] -- COMMAND [ARGUMENT...]")
         return 2
-    with open(where["settings"]) as settings_file:
-        settings: Settings = json.load(settings_file)
     task = os.environ.get("JOB_NAME", "task") + "-" + os.environ.get("TASK_INDEX", "0")
     revision = os.environ.get(REVISION_VARIABLE) or "unknown"
+    settings = read_settings(where["settings"], revision)
     gate = RevisionGate(settings["revisionGate"], where["listen"], revision)
     state = State(settings, where, revision, task)
     outcome = state.outcome()

@@ -7,8 +7,9 @@ package (`output.launcher_text`) and hands it to the compiler as a `LauncherProg
 layer stays pure. The record format, the state paths and the protocol version come from the
 program's own constants, which it uses itself; they are not repeated here.
 
-It is one program per job, shipped in a ConfigMap and mounted by every role (a reviewer reads it
-once; TensorFlow images have Python). Its settings (which tasks make the job succeed, which
+It is one program per job, shipped in a ConfigMap named by its protocol version and mounted by
+every role (a reviewer reads it once; TensorFlow images have Python; `builders/launcher.py` says
+why its text is left out of the revision). Its settings (which tasks make the job succeed, which
 StatefulSets it may scale, the failure policy) come from a JSON file beside it; each pod's task
 and revision come from its environment.
 """
@@ -25,6 +26,7 @@ from tfcompile.compiler.launcher.program import (
     FAILED_TASK_KEY,
     FIELD_MANAGER,
     PROTOCOL,
+    REVISION_SETTING,
     SETTINGS_FILE,
     STATE_DIRECTORY,
     SUCCEEDED,
@@ -33,7 +35,7 @@ from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL",
-    "SETTINGS_FILE", "STATE_DIRECTORY", "SUCCEEDED", "LauncherProgram",
+    "REVISION_SETTING", "SETTINGS_FILE", "STATE_DIRECTORY", "SUCCEEDED", "LauncherProgram",
 ]
 
 STATE_VOLUME = "tfcompile-state"
