@@ -58,11 +58,11 @@ class Pod:
     def start(self, command: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, str(self.directory / "launcher.py"), f"--state={self.state}",
-             f"--account={self.directory / 'no-account'}",
+             f"--account={self.directory / 'no-account'}", "--role=worker",
              f"--settings={self.directory / 'settings.json'}", "--", "sh", "-c", command],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
-            env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": "1",
+            env={**os.environ, "TASK_INDEX": "1",
                  "TFCOMPILE_REVISION": "0123456789ab"},
         )
 
@@ -256,9 +256,9 @@ class GatedTask:
                 [sys.executable, str(pod.directory / "launcher.py"), f"--state={pod.state}",
                  f"--account={pod.directory / 'no-account'}",
                  f"--settings={pod.directory / 'settings.json'}", f"--listen={self.address}",
-                 "--", "sh", "-c", command],
+                 "--role=worker", "--", "sh", "-c", command],
                 stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": str(self.index),
+                env={**os.environ, "TASK_INDEX": str(self.index),
                      "TF_CONFIG": json.dumps(tf_config), REVISION_VARIABLE: revision})
         return process, log
 
@@ -326,8 +326,7 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
             process.wait(timeout=5)
 
 
-def test_a_releasing_pod_scales_its_own_statefulset_after_the_others(
-        monkeypatch: Any) -> None:
+def test_a_releasing_pod_scales_its_own_statefulset_after_the_others() -> None:
     """A pod's token is bound to the pod: scaling its own StatefulSet first would end the token
     before the others are scaled (at once, for a pod deleted without a grace period)."""
     own_last = program.own_last
@@ -335,8 +334,7 @@ def test_a_releasing_pod_scales_its_own_statefulset_after_the_others(
     for role, order in (("chief", ["demo-worker", "demo-evaluator", "demo-chief"]),
                         ("worker", ["demo-chief", "demo-evaluator", "demo-worker"]),
                         ("evaluator", names), ("ps", names)):
-        monkeypatch.setenv("JOB_NAME", role)
-        assert own_last(names) == order
+        assert own_last(names, role) == order
 
 
 def test_the_record_format_the_cluster_enforces_is_the_launchers() -> None:

@@ -194,7 +194,7 @@ LAUNCHER_CONFIG_MAPS = {"job-launcher": {
 def dns_pods(token: str) -> list[Pod]:
     server = Container(
         name="tensorflow", image="tensorflow/tensorflow:2.16.1",
-        command=launcher.command(),
+        command=launcher.command("worker"),
         args=["python", "-c", textwrap.dedent(SERVER.format(token=token))],
         environment={"CHECK": "as-given"}, unresolved=[],
         volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None, resources={},
@@ -383,7 +383,7 @@ def test_a_task_whose_failure_policy_says_stop_ends_the_run_as_failed(
     config_maps = {"job-launcher": {**LAUNCHER_CONFIG_MAPS["job-launcher"],
                                     launcher.SETTINGS_FILE: launcher.settings_text(settings)}}
     failing = Container(
-        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command(),
+        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command("worker"),
         args=["python", "-c", f"raise SystemExit(2)  # {token}"], environment={},
         unresolved=[], volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None,
         resources={})

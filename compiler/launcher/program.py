@@ -23,8 +23,8 @@ It uses only the standard library and the Python of TensorFlow images (3.8 and l
 the API server with the pod's service-account token, and has no dollar sign at all, so neither
 Flux's post-build substitution nor the kubelet's variable expansion can touch it. Its settings
 come only from its settings file (which tasks make the job succeed, which StatefulSets it may
-scale, the failure policy, the gate's timing) and its arguments; each pod's task and revision
-come from its environment.
+scale, the failure policy, the gate's timing) and its arguments (`--role=`, the pod's role); the
+pod's index (`TASK_INDEX`), revision and `TF_CONFIG` come from its environment.
 
 `PROTOCOL` is what the pods of one job must agree on: the revision gate's answers, the record
 format, the settings it reads, the arguments and paths it is started with. A change to any of
@@ -95,6 +95,7 @@ def options(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
         "api": API_SERVER,
         "settings": os.path.join(HERE, SETTINGS_FILE),
         "listen": "",
+        "role": "",
     }
     remaining = list(arguments)
     while remaining and remaining[0] != "--":
@@ -240,6 +241,7 @@ class State:
     def __init__(self, settings: Settings, where: dict[str, str], revision: str,
                  task: str) -> None:
         self.settings = settings
+        self.role = where["role"]
         self.directory = where["state"]
         self.revision = revision
         self.task = task
@@ -321,10 +323,10 @@ def describe(error: Exception) -> str:
     return type(error).__name__ + ": " + str(error)
 
 
-def own_last(statefulsets: list[str]) -> list[str]:
-    """The StatefulSets with this pod's own one last: the pod's token is bound to the pod and
-    ends with it, so the others are scaled while it still holds."""
-    own = "-" + os.environ.get("JOB_NAME", "")
+def own_last(statefulsets: list[str], role: str) -> list[str]:
+    """The StatefulSets with this pod's own one (its role's) last: the pod's token is bound to
+    the pod and ends with it, so the others are scaled while it still holds."""
+    own = "-" + role
     return ([name for name in statefulsets if not name.endswith(own)]
             + [name for name in statefulsets if name.endswith(own)])
 
@@ -352,7 +354,7 @@ def after_success(state: State, settings: Settings) -> None:
         return
     say("the job has succeeded; releasing its pods")
     last = list(settings["releaseLast"])
-    names = own_last(settings["releaseFirst"])
+    names = own_last(settings["releaseFirst"], state.role)
     if state.succeeded(settings["evaluatorTasks"]):
         names += last
     elif last:
@@ -363,7 +365,7 @@ def after_success(state: State, settings: Settings) -> None:
 def after_failure(state: State, settings: Settings) -> None:
     if settings["onSuccess"] == "release":
         say("releasing the job's pods")
-        release(state, own_last(settings["releaseFirst"] + settings["releaseLast"]))
+        release(state, own_last(settings["releaseFirst"] + settings["releaseLast"], state.role))
 
 
 def exit_quietly(number: int, frame: object) -> NoReturn:
@@ -440,9 +442,10 @@ def read_settings(path: str, revision: str) -> Settings:
 def main(arguments: list[str]) -> int:
     where, command = options(arguments)
     if not command:
-        say("usage: tfcompile-launcher.py [--OPTION=VALUE...] -- COMMAND [ARGUMENT...]")
+        say("usage: tfcompile-launcher.py --role=ROLE [--OPTION=VALUE...] -- COMMAND "
+            "[ARGUMENT...]")
         return 2
-    task = os.environ.get("JOB_NAME", "task") + "-" + os.environ.get("TASK_INDEX", "0")
+    task = (where["role"] or "task") + "-" + os.environ.get("TASK_INDEX", "0")
     revision = os.environ.get(REVISION_VARIABLE) or "unknown"
     settings = read_settings(where["settings"], revision)
     gate = RevisionGate(settings["revisionGate"], where["listen"], revision)

@@ -66,9 +66,10 @@ class LauncherProgram:
 
 
 
-def command() -> list[str]:
-    """The container `command`; the training command follows as the container's `args`."""
-    return ["python", f"{LAUNCHER_DIRECTORY}/{PROGRAM_FILE}", "--"]
+def command(role: str) -> list[str]:
+    """The container `command` of a role's pods; the training command follows as the
+    container's `args`."""
+    return ["python", f"{LAUNCHER_DIRECTORY}/{PROGRAM_FILE}", f"--role={role}", "--"]
 
 
 def task_names(role: str, replicas: int) -> list[str]:
