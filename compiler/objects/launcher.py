@@ -10,8 +10,9 @@ program's own constants, which it uses itself; they are not repeated here.
 It is one program per job, shipped in a ConfigMap named by its protocol version and mounted by
 every role (a reviewer reads it once; TensorFlow images have Python; `builders/launcher.py` says
 why its text is left out of the revision). Its settings (which tasks make the job succeed, which
-StatefulSets it may scale, the failure policy) come from a JSON file beside it; each pod's task
-and revision come from its environment.
+StatefulSets it may scale, the failure policy, the revision they belong to) come from a JSON file
+beside it, and the pod's role from its arguments (`command`); each pod's index and revision come
+from its environment.
 """
 
 from __future__ import annotations
