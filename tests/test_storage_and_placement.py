@@ -12,10 +12,16 @@ import pytest
 from ruamel.yaml import YAML
 
 from tests.conftest import OVERLAYS, Result, job_text
+from tests.test_kubeconform import kubeconform_check
 from tfcompile.compiler.checking.validation.schemas import schema_problems
 from tfcompile.compiler.checking.validation.validator import validate
+from tfcompile.compiler.kubernetes_versions import (
+    DEFAULT_KUBERNETES_VERSION,
+    OLDEST_KUBERNETES_VERSION,
+)
 from tfcompile.compiler.objects.compile import build_objects
 from tfcompile.compiler.rendering.kustomize import render
+from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.loading import load_jobs
 
 ROLES = "chief: {replicas: 1}\nworker: {replicas: 2}"
@@ -342,3 +348,26 @@ def test_topology_mistakes_are_located(
     assert result.status == 2
     assert any(f": {field}: " in line and says in line for line in result.stderr.splitlines()), \
         result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", [OLDEST_KUBERNETES_VERSION, DEFAULT_KUBERNETES_VERSION])
+def test_kubeconform_accepts_the_new_settings_strictly(
+    run_cli: Callable[..., Result], write_job: Callable[..., Path], tmp_path: Path,
+    kubeconform: str, kubeconform_schema_location: str, version: str,
+) -> None:
+    text = job_text(spec_lines=VOLUMES + TENSORBOARD.removeprefix(
+        "storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n")
+        + "scheduling: {gang: kueue, queue: team-a, topology: {required: "
+        "cloud.provider.com/topology-rack}}\noverlays: [azure]", roles=ROLES,
+        metadata_lines="namespace: research")
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"),
+                     "--overlays", str(OVERLAYS))
+    assert result.status == 0, result.stderr
+    rendered = render(tmp_path / "out" / "demo") + "---\n" + (
+        OVERLAYS / "azure" / "storage-class.yaml").read_text()
+    objects = len(parse_manifests(rendered))
+    checked = kubeconform_check(kubeconform, kubeconform_schema_location, version, rendered)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert (f"Summary: {objects} resources found parsing stdin - Valid: {objects}, Invalid: 0, "
+            "Errors: 0, Skipped: 0") in checked.stdout
