@@ -90,8 +90,10 @@ def test_an_image_restarts_its_role_and_the_others_with_the_job(tmp_path: Path) 
     roles = ROLES.replace("ps: {replicas: 1}", "ps: {replicas: 1, image: tf:9}")
     change = one(tmp_path / "one-role", spec(roles=roles), spec(
         roles=roles.replace("tf:9", "tf:10")))
-    assert reasons(change) == {"chief": (WITH_THE_JOB,), "ps": ("image",),
-                               "worker": (WITH_THE_JOB,)}
+    assert reasons(change) == {"chief": (f"{WITH_THE_JOB} (ps changed)",), "ps": ("image",),
+                               "worker": (f"{WITH_THE_JOB} (ps changed)",)}
+    assert as_text("main", "a" * 40, [change]).splitlines()[2:4] == [
+        "  restarts chief, worker: with the job (ps changed)", "  restarts ps: image"]
     assert change.rescaled == ()
     assert change.gpus_before == change.gpus_after == 2
 
@@ -128,7 +130,7 @@ def test_gpus_per_pod(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("gpus: 1", "gpus: 4")))
     assert (change.gpus_before, change.gpus_after) == (2, 8)
     assert reasons(change)["worker"] == ("resources",)
-    assert reasons(change)["chief"] == (WITH_THE_JOB,)
+    assert reasons(change)["chief"] == (f"{WITH_THE_JOB} (worker changed)",)
 
 
 def test_resources(tmp_path: Path) -> None:
@@ -241,7 +243,7 @@ def test_markdown_for_a_pull_request(tmp_path: Path) -> None:
     assert markdown.startswith("### tfcompile diff\n\nWhat merging does to the jobs, from "
                                "`output/` at `origin/main` (`cccccccccccc`) to this change.\n")
     assert "#### `demo`: changed\n\n" in markdown
-    assert "- **restarts** `worker`: " in markdown
+    assert "- **restarts** `chief`, `ps`, `worker`: " in markdown
     assert "- replicas: `worker` 2 → 3\n" in markdown
     assert "- GPUs requested: 2 → 3\n" in markdown
     assert as_markdown("main", "c" * 40, []).endswith("No job changes.\n")

@@ -70,7 +70,7 @@ def test_a_change_against_the_last_commit(repository: Path) -> None:
     assert lines[1] == "demo: changed"
     assert "  replicas: worker 2 → 3" in lines
     assert "  GPUs requested: 2 → 3" in lines
-    assert any(line.startswith("  restarts worker: ") and "TF_CONFIG" in line
+    assert any(line.startswith("  restarts chief, ps, worker: ") and "TF_CONFIG" in line
                for line in lines)
     markdown = tfcompile(repository, "diff", "main", "--format", "markdown")
     assert markdown.returncode == 0, markdown.stderr
@@ -98,7 +98,7 @@ def test_from_a_subdirectory_the_output_is_found_at_base_where_it_is_now(
     build(repository, JOB.replace("image: tf:1", "image: tf:2"))
     result = tfcompile(repository / "jobs", "diff", "HEAD", "-o", "../output")
     assert result.returncode == 0, result.stderr
-    assert "  restarts worker: image" in result.stdout.splitlines()
+    assert "  restarts chief, ps, worker: image" in result.stdout.splitlines()
 
 
 @pytest.mark.parametrize("base", ["no-such-branch", "HEAD~3", "--output=elsewhere", "-h",

@@ -9,8 +9,8 @@ Kubernetes cannot update in place (`IMMUTABLE_FIELDS`, which `build` refuses wit
 removed, and which other objects change.
 
 A role whose template differs only in its revision annotation restarts all the same (the pod
-template changed): with the job, when another role's template changed (one TensorFlow cluster
-runs one revision), or because the data of a ConfigMap its pods mount changed under the same
+template changed): with the job, naming the roles whose templates changed, when another role's
+template changed or a role was added or removed (one TensorFlow cluster runs one revision), or because the data of a ConfigMap its pods mount changed under the same
 name, or, when neither is seen, for the revision alone. A role scaled from or to zero starts
 or stops; it does not restart.
 """
@@ -144,7 +144,10 @@ def _roles(job: str, base: JobOutput | None, head: JobOutput | None,
     own: dict[str, list[str]] = {}
     for name in set(sets_before) & set(sets_after):
         own[name] = restart_reasons(_template(sets_before[name]), _template(sets_after[name]))
-    roles_changed = set(sets_before) != set(sets_after) or any(own.values())
+    changed_roles = [_role_name(name, sets_after[name]) for name in sorted(own) if own[name]]
+    if set(sets_before) != set(sets_after):
+        changed_roles.append("roles added or removed")
+    with_the_job = f"{WITH_THE_JOB} ({', '.join(changed_roles)} changed)"
     changes = []
     for name in sorted(set(sets_before) | set(sets_after)):
         before, after = sets_before.get(name), sets_after.get(name)
@@ -158,7 +161,7 @@ def _roles(job: str, base: JobOutput | None, head: JobOutput | None,
             if template_changed and not reasons:
                 assert base is not None and head is not None
                 reasons = (_changed_mount(base, head, _template(before), _template(after))
-                           or [WITH_THE_JOB if roles_changed else REVISION_ONLY])
+                           or [with_the_job if changed_roles else REVISION_ONLY])
             if name in recreated and not reasons:
                 reasons = [RECREATED]
         role = _role_name(name, after if after is not None else before or {})

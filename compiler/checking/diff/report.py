@@ -41,8 +41,11 @@ def _replicas(role: RoleChange, name: Callable[[str], str]) -> str:
 def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str], str]
            ) -> list[str]:
     lines = []
-    for role in change.restarting:
-        lines.append(f"{strong('restarts')} {name(role.role)}: {', '.join(role.restart_reasons)}")
+    grouped: dict[tuple[str, ...], list[str]] = {}
+    for role in change.restarting:  # roles restarting for the same reasons on one line
+        grouped.setdefault(role.restart_reasons, []).append(name(role.role))
+    for reasons, roles in grouped.items():
+        lines.append(f"{strong('restarts')} {', '.join(roles)}: {', '.join(reasons)}")
     if change.rescaled:
         lines.append("replicas: " + ", ".join(_replicas(role, name) for role in change.rescaled))
     if change.gpus_before != change.gpus_after:
