@@ -9,10 +9,10 @@ Kubernetes cannot update in place (`IMMUTABLE_FIELDS`, which `build` refuses wit
 removed, and which other objects change.
 
 A role whose template differs only in its revision annotation restarts all the same (the pod
-template changed): with the job, naming the roles whose templates changed, when another role's
-template changed or a role was added or removed (one TensorFlow cluster runs one revision), or because the data of a ConfigMap its pods mount changed under the same
-name, or, when neither is seen, for the revision alone. A role scaled from or to zero starts
-or stops; it does not restart.
+template changed): because the data of a ConfigMap its pods mount changed under the same name;
+else with the job, naming the roles whose templates changed, when another role's template
+changed or a role was added or removed (one TensorFlow cluster runs one revision); else for the
+revision alone. A role scaled from or to zero starts or stops; it does not restart.
 """
 
 from __future__ import annotations
