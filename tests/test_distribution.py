@@ -41,5 +41,6 @@ def test_the_wheel_ships_the_packages_and_their_files_and_builds_without_warning
                     "tfcompile/compiler/scaffold/files/health.lua",
                     "tfcompile/overlays/gpu/kustomization.yaml",
                     "tfcompile/overlays/azure/kustomization.yaml",
+                    "tfcompile/compiler/checking/diff/comparison.py",
                     "tfcompile/spec/py.typed", "tfcompile/compiler/py.typed"):
         assert shipped in names
