@@ -7,6 +7,12 @@ object with a kind and a name; its components are what `components:` names. What
 never writes is refused with one line naming the file, never guessed at: a resource outside
 the job directory, a file that is not UTF-8, YAML that does not parse, a document that is not
 an object.
+
+The files at BASE and in a pull request are input like any other. Before a file is parsed, its
+tokens are checked as a job spec's are (`spec.yaml_limits`): nesting that would crash the
+parser, numbers too long to convert, more values than a file should hold. After, a document
+that shares a value between two places (a YAML alias, which tfcompile never writes) is refused:
+comparing it could take exponential time, or never end when it holds itself.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_document, read_generated_document
+from tfcompile.spec.yaml_limits import check_tokens
 
 KUSTOMIZATION = "kustomization.yaml"
 
@@ -71,11 +78,44 @@ def _names(value: Any, field: str, shown: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _resource_object(text: str, shown: str) -> dict[str, Any]:
+def _check_limits(text: str, shown: str) -> None:
     try:
-        document = read_generated_document(text)
+        problems = check_tokens(text, shown)
+    except Exception:  # the YAML library's error for text that is not YAML: parsing says where
+        return
+    if problems:
+        location, message = problems[0].location, problems[0].message
+        raise DiffInputError(f"{shown}: line {location.line}, column {location.column}: "
+                             f"{message.split('; a job spec')[0]}")
+
+
+def _shares_values(document: Any) -> bool:
+    """Whether a list or mapping appears twice in the document (an alias, or a cycle)."""
+    seen: set[int] = set()
+    pending = [document]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, (dict, list)):
+            if id(value) in seen:
+                return True
+            seen.add(id(value))
+            pending.extend(value.values() if isinstance(value, dict) else value)
+    return False
+
+
+def _parsed(text: str, shown: str, read: Callable[[str], Any]) -> Any:
+    _check_limits(text, shown)
+    try:
+        document = read(text)
     except YamlInputError as error:
         raise DiffInputError(f"{shown}: {_yaml_problem(error)}") from None
+    if _shares_values(document):
+        raise DiffInputError(f"{shown}: uses YAML aliases, which tfcompile never writes")
+    return document
+
+
+def _resource_object(text: str, shown: str) -> dict[str, Any]:
+    document = _parsed(text, shown, read_generated_document)
     metadata = document.get("metadata") if isinstance(document, dict) else None
     kind = document.get("kind") if isinstance(document, dict) else None
     if (not isinstance(kind, str) or not _KIND.fullmatch(kind)
@@ -89,10 +129,7 @@ def read_job(read: Callable[[str], bytes | None], shown: Callable[[str], str]) -
     """A job from its directory: `read(name)` gives a file's bytes (None when missing) and
     `shown(name)` how to name it in a message (already printable)."""
     kustomization_text = _text(read(KUSTOMIZATION), shown(KUSTOMIZATION))
-    try:
-        kustomization = read_document(kustomization_text)
-    except YamlInputError as error:
-        raise DiffInputError(f"{shown(KUSTOMIZATION)}: {_yaml_problem(error)}") from None
+    kustomization = _parsed(kustomization_text, shown(KUSTOMIZATION), read_document)
     if not isinstance(kustomization, dict):
         raise DiffInputError(f"{shown(KUSTOMIZATION)}: is not a kustomization")
     resources = _names(kustomization.get("resources"), "resources", shown(KUSTOMIZATION))
