@@ -301,9 +301,12 @@ def test_hostile_names_are_printed_escaped() -> None:
         b"kind: ConfigMap\nmetadata: {name: a}\na: &a [x, x]\nb: &b [*a, *a]\n"
         + b"".join(b"%c: &%c [*%c, *%c]\n" % (c, c, c - 1, c - 1) for c in b"cdefghijklmno"))},
      "output/j/a.yaml: uses YAML aliases, which tfcompile never writes"),
+    ({"kustomization.yaml": b"resources: [a.yaml]\n",
+      "a.yaml": b"kind: ConfigMap\nmetadata: {name: !!int a}\n"},
+     "output/j/a.yaml: is not valid YAML"),
 ], ids=["no-kustomization", "malformed", "outside", "missing-resource", "not-utf-8",
         "not-an-object", "kind-not-a-name", "resources-not-a-list", "nested-deeply",
-        "holds-itself", "alias-bomb"])
+        "holds-itself", "alias-bomb", "tag-cannot-hold-it"])
 def test_an_unreadable_job_is_one_line(files: dict[str, bytes], message: str) -> None:
     with pytest.raises(DiffInputError) as raised:
         read_job(files.get, lambda name: f"output/j/{name}")
