@@ -331,3 +331,47 @@ def test_a_link_in_the_working_tree_is_refused(tmp_path: Path) -> None:
 def test_a_missing_working_tree_output_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DiffInputError, match="does not exist in the working tree"):
         read_working_tree(tmp_path / "missing")
+
+
+ODD_VALUES = [None, 1, -1, "x", [], {}, [1, {"name": None}], {"name": 3}, True, 2.5, "\x1b",
+              {"a": [None]}, "7", ["\u202e"]]
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_paths(item, (*path, index)))
+    return found
+
+
+def test_any_odd_value_anywhere_is_compared_or_refused_in_one_line() -> None:
+    """Whatever a file holds where tfcompile writes something else, the comparison either
+    reports or refuses with `DiffInputError`; never another exception (a traceback)."""
+    import random
+
+    base = read_working_tree(REPOSITORY / "output")
+    chooser = random.Random(17)
+    for _ in range(400):
+        job = chooser.choice(sorted(base))
+        objects = copy.deepcopy(list(base[job].objects))
+        changed = chooser.choice(objects)
+        # kind and metadata.name are checked when a file is read (test above)
+        path = chooser.choice([path for path in _paths(changed) if path and path[0] != "kind"
+                               and path not in (("metadata",), ("metadata", "name"))])
+        target = changed
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = copy.deepcopy(chooser.choice(ODD_VALUES))
+        head = {**base, job: JobOutput(tuple(objects), base[job].components)}
+        for before, after in ((base, head), (head, base)):
+            try:
+                found = compare(before, after)
+            except DiffInputError as error:
+                assert "\n" not in str(error)
+                continue
+            assert "\x1b" not in as_text("main", "f" * 40, found) + as_markdown(
+                "main", "f" * 40, found)
