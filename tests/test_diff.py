@@ -90,8 +90,9 @@ def test_an_image_restarts_its_role_and_the_others_with_the_job(tmp_path: Path) 
     roles = ROLES.replace("ps: {replicas: 1}", "ps: {replicas: 1, image: tf:9}")
     change = one(tmp_path / "one-role", spec(roles=roles), spec(
         roles=roles.replace("tf:9", "tf:10")))
-    assert reasons(change) == {"chief": (f"{WITH_THE_JOB} (ps changed)",), "ps": ("image",),
-                               "worker": (f"{WITH_THE_JOB} (ps changed)",)}
+    assert reasons(change) == {"chief": (WITH_THE_JOB,), "ps": ("image",),
+                               "worker": (WITH_THE_JOB,)}
+    assert change.roles_changed == ("ps",) and not change.roles_added_or_removed
     assert as_text("main", "a" * 40, [change]).splitlines()[2:4] == [
         "  restarts chief, worker: with the job (ps changed)", "  restarts ps: image"]
     assert change.rescaled == ()
@@ -130,7 +131,9 @@ def test_gpus_per_pod(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("gpus: 1", "gpus: 4")))
     assert (change.gpus_before, change.gpus_after) == (2, 8)
     assert reasons(change)["worker"] == ("resources",)
-    assert reasons(change)["chief"] == (f"{WITH_THE_JOB} (worker changed)",)
+    assert reasons(change)["chief"] == (WITH_THE_JOB,)
+    assert "  restarts chief, ps: with the job (worker changed)\n" in as_text(
+        "main", "a" * 40, [change])
 
 
 def test_resources(tmp_path: Path) -> None:
@@ -375,3 +378,26 @@ def test_any_odd_value_anywhere_is_compared_or_refused_in_one_line() -> None:
                 continue
             assert "\x1b" not in as_text("main", "f" * 40, found) + as_markdown(
                 "main", "f" * 40, found)
+
+
+def test_roles_restarting_with_the_job_are_told_why(tmp_path: Path) -> None:
+    base = compiled(tmp_path, {"demo": spec()})
+    objects = [item for item in copy.deepcopy(list(base["demo"].objects))
+               if item["metadata"]["name"] != "demo-chief"]
+    head = JobOutput(tuple(objects), base["demo"].components)
+    for statefulset in head.of_kind("StatefulSet").values():
+        statefulset["spec"]["template"]["metadata"]["annotations"][
+            "tfcompile.dev/revision"] = "000000000000"
+    (change,) = compare(base, {"demo": head})
+    assert reasons(change) == {"chief": (), "ps": (WITH_THE_JOB,), "worker": (WITH_THE_JOB,)}
+    text = as_text("main", "a" * 40, [change])
+    assert "  restarts ps, worker: with the job (a role added or removed)\n" in text
+    assert "  replicas: chief 1 → none\n" in text
+    ps = head.of_kind("StatefulSet")["demo-ps"]
+    ps["metadata"]["labels"]["tfcompile.dev/role"] = "p\x1bs"
+    ps["spec"]["template"]["spec"]["containers"][0]["image"] = "tf:2"
+    (change,) = compare(base, {"demo": head})
+    text = as_text("main", "a" * 40, [change])
+    assert ("  restarts worker: with the job (p\\x1bs changed; a role added or removed)\n"
+            in text)
+    assert "\x1b" not in text + as_markdown("main", "a" * 40, [change])

@@ -10,9 +10,9 @@ removed, and which other objects change.
 
 A role whose template differs only in its revision annotation restarts all the same (the pod
 template changed): because the data of a ConfigMap its pods mount changed under the same name;
-else with the job, naming the roles whose templates changed, when another role's template
-changed or a role was added or removed (one TensorFlow cluster runs one revision); else for the
-revision alone. A role scaled from or to zero starts or stops; it does not restart.
+else with the job, when another role's template changed or a role was added or removed (one
+TensorFlow cluster runs one revision; `roles_changed` names them); else for the revision
+alone. A role scaled from or to zero starts or stops; it does not restart.
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ class JobChange:
     deleted_claims: tuple[str, ...] = ()
     components_added: tuple[str, ...] = ()
     components_removed: tuple[str, ...] = ()
+    roles_changed: tuple[str, ...] = ()
+    """The roles whose own pod templates changed, which the others restart with."""
+    roles_added_or_removed: bool = False
     other_objects: tuple[tuple[str, str, str], ...] = field(default=())
     """(kind, name, added | removed | changed) of the objects other than StatefulSets."""
 
@@ -144,10 +147,7 @@ def _roles(job: str, base: JobOutput | None, head: JobOutput | None,
     own: dict[str, list[str]] = {}
     for name in set(sets_before) & set(sets_after):
         own[name] = restart_reasons(_template(sets_before[name]), _template(sets_after[name]))
-    changed_roles = [_role_name(name, sets_after[name]) for name in sorted(own) if own[name]]
-    if set(sets_before) != set(sets_after):
-        changed_roles.append("roles added or removed")
-    with_the_job = f"{WITH_THE_JOB} ({', '.join(changed_roles)} changed)"
+    job_changed = set(sets_before) != set(sets_after) or any(own.values())
     changes = []
     for name in sorted(set(sets_before) | set(sets_after)):
         before, after = sets_before.get(name), sets_after.get(name)
@@ -161,7 +161,7 @@ def _roles(job: str, base: JobOutput | None, head: JobOutput | None,
             if template_changed and not reasons:
                 assert base is not None and head is not None
                 reasons = (_changed_mount(base, head, _template(before), _template(after))
-                           or [with_the_job if changed_roles else REVISION_ONLY])
+                           or [WITH_THE_JOB if job_changed else REVISION_ONLY])
             if name in recreated and not reasons:
                 reasons = [RECREATED]
         role = _role_name(name, after if after is not None else before or {})
@@ -211,10 +211,17 @@ def compare_job(job: str, base: JobOutput | None, head: JobOutput | None) -> Job
     claims_after = head.of_kind(CLAIM) if head is not None else {}
     components_before = set(base.components) if base is not None else set()
     components_after = set(head.components) if head is not None else set()
+    roles = _roles(job, base, head, {item.statefulset for item in recreations})
+    before_roles = {role.role for role in roles if role.replicas_before is not None}
+    after_roles = {role.role for role in roles if role.replicas_after is not None}
     return JobChange(
         job=job,
         state=state,
-        roles=_roles(job, base, head, {item.statefulset for item in recreations}),
+        roles=roles,
+        roles_changed=tuple(role.role for role in roles if role.restart_reasons
+                            and WITH_THE_JOB not in role.restart_reasons
+                            and REVISION_ONLY not in role.restart_reasons),
+        roles_added_or_removed=state == "changed" and before_roles != after_roles,
         gpus_before=requested_gpus(job, base),
         gpus_after=requested_gpus(job, head),
         recreations=recreations,

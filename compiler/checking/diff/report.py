@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from tfcompile.compiler.printable import printable
 
-from .comparison import JobChange, RoleChange
+from .comparison import WITH_THE_JOB, JobChange, RoleChange
 
 ARROW = "→"
 _BACKTICKS = re.compile(r"`+")
@@ -38,6 +38,13 @@ def _replicas(role: RoleChange, name: Callable[[str], str]) -> str:
             f"{_count(role.replicas_after)}")
 
 
+def _with_the_job(change: JobChange, name: Callable[[str], str]) -> str:
+    causes = ([f"{', '.join(name(role) for role in change.roles_changed)} changed"]
+              if change.roles_changed else [])
+    causes += ["a role added or removed"] if change.roles_added_or_removed else []
+    return f"{WITH_THE_JOB} ({'; '.join(causes)})" if causes else WITH_THE_JOB
+
+
 def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str], str]
            ) -> list[str]:
     lines = []
@@ -45,7 +52,9 @@ def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str]
     for role in change.restarting:  # roles restarting for the same reasons on one line
         grouped.setdefault(role.restart_reasons, []).append(name(role.role))
     for reasons, roles in grouped.items():
-        lines.append(f"{strong('restarts')} {', '.join(roles)}: {', '.join(reasons)}")
+        shown = [_with_the_job(change, name) if reason == WITH_THE_JOB else reason
+                 for reason in reasons]
+        lines.append(f"{strong('restarts')} {', '.join(roles)}: {', '.join(shown)}")
     if change.rescaled:
         lines.append("replicas: " + ", ".join(_replicas(role, name) for role in change.rescaled))
     if change.gpus_before != change.gpus_after:
