@@ -220,6 +220,27 @@ def _status(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _diff(arguments: argparse.Namespace) -> int:
+    from tfcompile.compiler.checking.diff.comparison import compare
+    from tfcompile.compiler.checking.diff.git_tree import read_revision
+    from tfcompile.compiler.checking.diff.report import as_markdown, as_text
+    from tfcompile.compiler.checking.diff.trees import DiffInputError
+    from tfcompile.compiler.checking.diff.working_tree import read_working_tree
+
+    output = Path(arguments.output)
+    try:
+        commit, base = read_revision(arguments.base, output, Path.cwd())
+        changes = compare(base, read_working_tree(output))
+    except DiffInputError as error:
+        print(f"tfcompile: diff: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    write = as_markdown if arguments.format == "markdown" else as_text
+    sys.stdout.flush()
+    sys.stdout.buffer.write(write(arguments.base, commit, changes).encode("utf-8"))
+    sys.stdout.buffer.flush()
+    return EXIT_OK
+
+
 def _schema(arguments: argparse.Namespace) -> int:
     from tfcompile.spec.schema import schema_text
 
@@ -326,6 +347,17 @@ def parser() -> argparse.ArgumentParser:
                         help="read every namespace")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.set_defaults(handler=_status)
+
+    diff = commands.add_parser(
+        "diff", help="say per job what merging the change does: restarts and why, replicas, "
+                     "GPUs, recreated StatefulSets, deleted claims")
+    diff.add_argument("base", metavar="BASE",
+                      help="the git revision to compare output/ with (a commit, branch or tag)")
+    diff.add_argument("-o", "--output", default="output",
+                      help="compiled jobs, in the working tree and at BASE (default: output)")
+    diff.add_argument("--format", choices=("text", "markdown"), default="text",
+                      help="text (default), or markdown for a pull request")
+    diff.set_defaults(handler=_diff)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")
     schema.set_defaults(handler=_schema)

@@ -248,6 +248,43 @@ class GangScheduler(StrEnum):
     KUEUE = "kueue"
 
 
+NodeLabelKey = Annotated[
+    str, StringConstraints(strict=True, pattern=QUALIFIED_NAME_PATTERN, max_length=63)
+]
+"""A node label's key that names a topology level (Kueue's Workload keeps at most 63
+characters of it)."""
+
+
+class Topology(SpecModel):
+    """Kueue's topology-aware scheduling: the node label of a level of the data centre (a rack,
+    a block) within one of whose domains the job's pods are placed."""
+
+    required: NodeLabelKey | None = Field(
+        default=None,
+        description="Place the pods within one domain of this level, or not at all "
+        "(Kueue's kueue.x-k8s.io/podset-required-topology).",
+    )
+    preferred: NodeLabelKey | None = Field(
+        default=None,
+        description="Place the pods within one domain of this level if they fit, else of the "
+        "levels above it (Kueue's kueue.x-k8s.io/podset-preferred-topology).",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_level(self) -> "Topology":
+        if (self.required is None) == (self.preferred is None):
+            raise ValueError("give exactly one of required or preferred (a node label naming "
+                             "a topology level, such as cloud.provider.com/topology-rack)")
+        return self
+
+    def annotation(self) -> tuple[str, str]:
+        """(Kueue's annotation, the level's node label)."""
+        if self.required is not None:
+            return "kueue.x-k8s.io/podset-required-topology", self.required
+        assert self.preferred is not None
+        return "kueue.x-k8s.io/podset-preferred-topology", self.preferred
+
+
 class Scheduling(SpecModel):
     """Gang scheduling: every pod of the job is placed together, or none is."""
 
@@ -259,6 +296,11 @@ class Scheduling(SpecModel):
     queue: ObjectName | None = Field(
         default=None,
         description="Volcano: the Queue; Kueue: the LocalQueue of the job's namespace.",
+    )
+    topology: Topology | None = Field(
+        default=None,
+        description="With gang: kueue, Kueue's topology-aware scheduling: every pod of the "
+        "job within one domain of a node-label level (required or preferred).",
     )
 
 
@@ -333,9 +375,33 @@ class ScratchStorage(SpecModel):
     size_limit: Quantity | None = None
 
 
+class ClaimMount(SpecModel):
+    """An existing PersistentVolumeClaim (a dataset, a model store) mounted into the pods of
+    every role or of some. tfcompile never creates, changes or deletes it."""
+
+    name: Annotated[
+        str, StringConstraints(strict=True, pattern=DNS_LABEL_PATTERN, max_length=63)
+    ] = Field(description="The pod volume's name (a DNS label), unique in the job.")
+    claim_name: ObjectName = Field(description="The existing claim, in the job's namespace.")
+    mount_path: AbsolutePath
+    read_only: StrictBool = Field(
+        description="true: the pods only read it (a dataset); false: they may write. Required: "
+        "a claim tfcompile does not own is never written by surprise.")
+    sub_path: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)] | \
+        None = Field(default=None, description="A folder of the claim to mount instead of its "
+                     "root (relative, no `..`).")
+    roles: list[RoleName] | None = Field(
+        default=None, description="The roles that mount it (omitted: every role).")
+
+
 class Storage(SpecModel):
     shared: SharedStorage | None = None
     scratch: ScratchStorage | None = None
+    volumes: list[ClaimMount] = Field(
+        default_factory=_no_items,
+        description="Existing claims mounted read-only or read-write, per role or in every "
+        "role; never created or deleted by tfcompile.",
+    )
 
 
 class TensorBoard(SpecModel):
@@ -348,6 +414,12 @@ class TensorBoard(SpecModel):
         default_factory=_no_items,
         description="With serviceType LoadBalancer: the client CIDRs allowed (the Service's "
         "loadBalancerSourceRanges).",
+    )
+    pod_template: PodTemplate | None = Field(
+        default=None,
+        description="A pod template fragment for the TensorBoard pod (resources, nodeSelector, "
+        "tolerations, volumes, sidecars, …), merged as a role's podTemplate is. The container "
+        "named `tensorboard` is tfcompile's.",
     )
 
 

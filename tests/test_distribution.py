@@ -41,5 +41,8 @@ def test_the_wheel_ships_the_packages_and_their_files_and_builds_without_warning
                     "tfcompile/compiler/scaffold/files/health.lua",
                     "tfcompile/overlays/gpu/kustomization.yaml",
                     "tfcompile/overlays/azure/kustomization.yaml",
+                    "tfcompile/overlays/azure/storage-class.yaml",
+                    "tfcompile/overlays/azure-smb/kustomization.yaml",
+                    "tfcompile/compiler/checking/diff/comparison.py",
                     "tfcompile/spec/py.typed", "tfcompile/compiler/py.typed"):
         assert shipped in names

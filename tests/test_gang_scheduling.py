@@ -156,6 +156,45 @@ def test_kueue_gets_one_pod_group_across_all_roles(tmp_path: Path) -> None:
     assert local_queue["spec"]["names"]["kind"] == "LocalQueue"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("level", "constant"), [
+    ("required", "PodSetRequiredTopologyAnnotation"),
+    ("preferred", "PodSetPreferredTopologyAnnotation"),
+])
+def test_kueue_topology_is_on_every_pod_in_kueues_words(
+    tmp_path: Path, level: str, constant: str,
+) -> None:
+    label = "cloud.provider.com/topology-rack"
+    objects = compile_with(tmp_path, f"{{gang: kueue, queue: team-a, topology: {{{level}: "
+                                     f"{label}}}}}")
+    kueue = module_directory(KUEUE)
+    key = go_string_constant(kueue / "apis" / "kueue" / "v1beta2" / "topology_types.go",
+                             constant)
+    for item in of_kind(objects, "StatefulSet"):
+        assert item["spec"]["template"]["metadata"]["annotations"][key] == label
+        assert key not in item["metadata"].get("annotations", {})
+    # Kueue copies the level into its Workload's pod sets, and a Topology names it by node label:
+    # what a job may say must fit both CRDs (the Workload keeps at most 63 characters).
+    crds = kueue / "config" / "components" / "crd" / "bases"
+    workload = crd_schema(crds / "kueue.x-k8s.io_workloads.yaml", "v1beta2")
+    request = workload["properties"]["spec"]["properties"]["podSets"]["items"]["properties"][
+        "topologyRequest"]
+    topology = crd_schema(crds / "kueue.x-k8s.io_topologies.yaml", "v1beta2")
+    longest = "a" * 63
+    for value in (label, longest):
+        compile_with(tmp_path, f"{{gang: kueue, queue: team-a, topology: {{{level}: {value}}}}}")
+        jsonschema.validate({level: value}, request)
+        jsonschema.validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                             "metadata": {"name": "racks"},
+                             "spec": {"levels": [{"nodeLabel": value}]}}, topology)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({level: longest + "a"}, request)
+    (tmp_path / "job.yaml").write_text(gang_job(
+        f"{{gang: kueue, queue: team-a, topology: {{{level}: {longest}a}}}}"))
+    with pytest.raises(Exception, match="at most 63"):
+        load_jobs(tmp_path / "job.yaml")
+
+
 @pytest.mark.parametrize(
     ("scheduling", "field", "says"),
     [

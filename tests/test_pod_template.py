@@ -341,7 +341,8 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
 ) -> None:
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(job(JOB_TEMPLATE + "overlays: [gpu, azure]\n", WORKER_TEMPLATE))
+    (jobs / "job.yaml").write_text(job(JOB_TEMPLATE + "overlays: [gpu, azure-smb]\n",
+                                       WORKER_TEMPLATE))
     assert run_cli("build", str(jobs), "-o", str(tmp_path / "output"),
                    "--overlays", str(OVERLAYS)).status == 0
     rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "output" / "demo")],

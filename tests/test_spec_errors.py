@@ -103,7 +103,7 @@ MISTAKES = [
         "tensorboard: {logDir: /var/logs}\n"), "/var/logs", "spec.tensorboard.logDir",
         "must be inside storage.shared.mountPath"),
     Mistake("overlay that overlays/ lacks", job("overlays: [gpu, nvidia]\n"), "nvidia",
-            "spec.overlays[1]", "overlays available there: azure, gpu"),
+            "spec.overlays[1]", "overlays available there: azure, azure-smb, gpu"),
     Mistake("job name too long for a StatefulSet",
             job(roles="    worker: {replicas: 2}\n    evaluator: {replicas: 1}").replace(
                 "name: demo", "name: " + "a" * 45), "a" * 45, "metadata.name",

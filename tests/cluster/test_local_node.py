@@ -539,3 +539,87 @@ def test_a_deleted_pod_gets_sigterm_then_sigkill_after_its_grace_period(node: Lo
     assert 4 <= took < 30, took  # the grace period, then SIGKILL, then the pod object is gone
     assert not processes_of_pod("stubborn")
     node.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+CLAIMS_SCRIPT = """
+import errno, json, os
+pod = os.environ["HOSTNAME"]
+report = {"dataset": open("/data/part-0.txt").read()}
+try:
+    open("/data/written-by-training", "w").close()
+    report["dataset_write"] = "written"
+except OSError as error:
+    report["dataset_write"] = errno.errorcode.get(error.errno, str(error.errno))
+report["models"] = os.path.isdir("/models")
+if report["models"]:
+    with open(f"/models/{pod}.txt", "w") as model:
+        model.write("weights")
+os.makedirs("/mnt/shared/results", exist_ok=True)
+with open(f"/mnt/shared/results/{pod}.json", "w") as result:
+    json.dump(report, result)
+"""
+
+CLAIMS_STORAGE = """\
+  storage:
+    shared: {mountPath: /mnt/shared, size: 1Gi}
+    volumes:
+    - {name: dataset, claimName: dataset, mountPath: /data, readOnly: true, subPath: train}
+    - {name: models, claimName: models, mountPath: /models, readOnly: false, roles: [chief]}
+"""
+
+
+def test_existing_claims_are_mounted_as_the_spec_says_and_outlive_the_job(
+        node: LocalNode, tmp_path: Path) -> None:
+    """`storage.volumes`: a dataset claim made beforehand, mounted read-only from its `train`
+    folder in every role, and a model store only the chief writes. Deleting every object of
+    the job (what prune does when job.yaml goes) deletes its own claim, not these."""
+    namespace = fresh_namespace(node)
+    for claim in ("dataset", "models"):
+        (tmp_path / f"{claim}.json").write_text(json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}))
+        node.kubectl("apply", "--server-side", "-f", str(tmp_path / f"{claim}.json"))
+    wait_for("the claims to be bound", lambda: all(
+        node.get("pvc", name, "-n", namespace)["status"].get("phase") == "Bound"
+        for name in ("dataset", "models")), 60)
+    dataset = node.claim_directory(namespace, "dataset")
+    (dataset / "train").mkdir()
+    (dataset / "train" / "part-0.txt").write_text("images")
+
+    name = f"claims-{uuid.uuid4().hex[:6]}"
+    source = tmp_path / name
+    source.mkdir()
+    (source / "train.py").write_text(CLAIMS_SCRIPT)
+    (source / "job.yaml").write_text(job_text(
+        name, image="python:3.11", script="train.py", command=None,
+        roles="chief: {replicas: 1}\nworker: {replicas: 1}") + CLAIMS_STORAGE)
+    job = Job(name, source, tmp_path / "output")
+    build(job)
+    apply(node, job.compiled, namespace)
+    results = node.claim_directory(namespace, f"{name}-shared") / "results"
+    pods_of_job = [job.pod("chief", 0), job.pod("worker", 0)]
+    wait_for("both tasks' reports", lambda: all(
+        (results / f"{pod}.json").exists() for pod in pods_of_job), TRAINING_TIMEOUT,
+        lambda: "\n".join(line for pod in pods_of_job
+                          for line in node.pod_lines(namespace, pod)[-10:]))
+    chief, worker = (json.loads((results / f"{pod}.json").read_text()) for pod in pods_of_job)
+    for report in (chief, worker):
+        assert report["dataset"] == "images"  # the `train` folder, not the claim's root
+        assert report["dataset_write"] == "EROFS"
+    assert chief["models"] and not worker["models"]
+    models = node.claim_directory(namespace, "models")
+    assert (models / f"{job.pod('chief', 0)}.txt").read_text() == "weights"
+    assert not (dataset / "written-by-training").exists()
+    assert not (dataset / "train" / "written-by-training").exists()
+
+    node.kubectl("delete", "-k", str(job.compiled), "-n", namespace, "--wait=true",
+                 "--timeout=120s")
+    wait_for("the job's own claim to go", lambda: f"{name}-shared" not in node.kubectl(
+        "get", "pvc", "-n", namespace, "-o", "name"), 120)
+    remaining = node.kubectl("get", "pvc", "-n", namespace, "-o", "name").split()
+    assert sorted(remaining) == ["persistentvolumeclaim/dataset", "persistentvolumeclaim/models"]
+    assert (dataset / "train" / "part-0.txt").read_text() == "images"
+    assert (models / f"{job.pod('chief', 0)}.txt").read_text() == "weights"
+    remove_namespace(node, namespace, job)

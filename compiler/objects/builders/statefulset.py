@@ -33,7 +33,7 @@ from .pod_security import (
 from .pod_template import merge_maps, merge_pod_template
 from .script import script_volume_source
 from .service import PORT_NAME
-from .storage import claim_name
+from .storage import claim_name, existing_claims
 
 CONTAINER_NAME = "tensorflow"
 SHARED_VOLUME = "shared"
@@ -111,7 +111,8 @@ def _resources(role: Role) -> dict[str, Any]:
 
 
 def _volumes(
-    job: TrainingJob, script_map: str | None, script: Script | None, launcher_map: str
+    job: TrainingJob, role_key: RoleName, script_map: str | None, script: Script | None,
+    launcher_map: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volume mounts, volumes) of a TensorFlow pod."""
     mounts: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
@@ -140,7 +141,8 @@ def _volumes(
         if scratch.size_limit is not None:
             empty_dir["sizeLimit"] = scratch.size_limit
         volumes.append({"name": SCRATCH_VOLUME, "emptyDir": empty_dir})
-    return mounts, volumes
+    claim_mounts, claim_volumes = existing_claims(job, role_key)
+    return [*mounts, *claim_mounts], [*volumes, *claim_volumes]
 
 
 def statefulset(
@@ -159,7 +161,7 @@ def statefulset(
     object_labels_with_marks = dict(labels)
     if role.gpus:
         object_labels_with_marks[GPU_LABEL] = "true"
-    mounts, volumes = _volumes(job, script_map, script, launcher_map)
+    mounts, volumes = _volumes(job, role_key, script_map, script, launcher_map)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": role.image or job.spec.image,
