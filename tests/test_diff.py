@@ -240,6 +240,22 @@ def test_a_mounted_config_map_changed_under_its_name_is_named(tmp_path: Path) ->
     assert set(reasons(change).values()) == {("launcher",)}
 
 
+def test_the_launcher_s_settings_restart_and_a_new_launcher_text_does_not(
+        tmp_path: Path) -> None:
+    """The settings name their revision, which changes with anything: only a change of how the
+    launcher runs is called `launcher`. A new program text of the same protocol (the ConfigMap
+    changed in place, no template) restarts nothing."""
+    change = one(tmp_path / "policy", spec(), spec() + "  failurePolicy: {maxRestarts: 3}\n")
+    assert set(reasons(change).values()) == {("launcher",)}
+    base = compiled(tmp_path / "text", {"demo": spec()})
+    head = JobOutput(tuple(copy.deepcopy(list(base["demo"].objects))), base["demo"].components)
+    launcher = next(name for name in head.of_kind("ConfigMap") if "launcher" in name)
+    head.of_kind("ConfigMap")[launcher]["data"]["tfcompile-launcher.py"] += "# a fix\n"
+    (change,) = compare(base, {"demo": head})
+    assert change.restarting == ()
+    assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")
+
+
 def test_markdown_for_a_pull_request(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("replicas: 2", "replicas: 3")))
     markdown = as_markdown("origin/main", "c" * 40, [change])

@@ -20,6 +20,7 @@ from tfcompile.compiler.kubernetes_versions import (
     OLDEST_KUBERNETES_VERSION,
 )
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.loading import load_jobs
@@ -39,7 +40,8 @@ def compiled(tmp_path: Path, text: str) -> dict[str, dict[str, Any]]:
     path = tmp_path / "job.yaml"
     path.write_text(text)
     (loaded,) = load_jobs(path)
-    return {f"{item['kind']}/{item['metadata']['name']}": item for item in build_objects(loaded)}
+    return {f"{item['kind']}/{item['metadata']['name']}": item
+            for item in build_objects(loaded, shipped_launcher())}
 
 
 def pod_spec(item: dict[str, Any]) -> dict[str, Any]:

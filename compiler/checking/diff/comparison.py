@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfcompile.compiler.objects.builders.launcher import without_revision_setting
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.output.immutable_fields import IMMUTABLE_FIELDS
 from tfcompile.compiler.printable import printable
@@ -136,8 +137,17 @@ def _changed_mount(base: JobOutput, head: JobOutput, before: Any, after: Any) ->
     mounted_before, mounted_after = mounted_config_maps(before), mounted_config_maps(after)
     return [reason for reason, name in sorted(mounted_after.items())
             if mounted_before.get(reason) == name
-            and _mapping(maps_before.get(name)).get("data")
-            != _mapping(maps_after.get(name)).get("data")]
+            and _compared_data(reason, maps_before.get(name))
+            != _compared_data(reason, maps_after.get(name))]
+
+
+def _compared_data(reason: str, config_map: Any) -> Any:
+    """A mounted ConfigMap's data as a restart reason: the launcher's settings name the revision
+    they belong to, which changes with the job, not with how the launcher runs."""
+    data = _mapping(config_map).get("data")
+    if reason == "launcher" and isinstance(data, dict):
+        return without_revision_setting(data)
+    return data
 
 
 def _roles(job: str, base: JobOutput | None, head: JobOutput | None,

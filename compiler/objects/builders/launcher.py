@@ -74,6 +74,22 @@ def settings_with_revision(config_map: dict[str, Any], revision: str) -> None:
     data[launcher.SETTINGS_FILE] = launcher.settings_text(settings)
 
 
+def without_revision_setting(data: dict[str, Any]) -> dict[str, Any]:
+    """A launcher ConfigMap's data with the settings' revision left out (what changes with every
+    revision, rather than with how the launcher runs); data it cannot read stays as it is."""
+    text = data.get(launcher.SETTINGS_FILE)
+    if not isinstance(text, str):
+        return data
+    try:
+        settings = json.loads(text)
+    except ValueError:
+        return data
+    if not isinstance(settings, dict):
+        return data
+    settings.pop(launcher.REVISION_SETTING, None)
+    return {**data, launcher.SETTINGS_FILE: launcher.settings_text(settings)}
+
+
 def launcher_name(job: TrainingJob, program: launcher.LauncherProgram) -> str:
     """`J-launcher-v<protocol>`."""
     return launcher_config_map_name(job.metadata.name, f"v{program.protocol}")
