@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.cluster.local_node import applied_revision
 from tests.cluster.waiting import wait_for
 from tests.gitops.conftest import GitOps
 from tests.gitops.gangs import GangWatch, install_volcano_crds
@@ -41,7 +42,7 @@ from tests.gitops.repository import (
 pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end]
 
 ARGO_CD = "argocd"
-PUSH_TO_APPLIED_SECONDS = 10.0  # the target with the tier's settings
+PUSH_TO_APPLIED_SECONDS = 15.0  # the tier's two 5 s periods (compare, head cache), then the sync
 
 
 def application(gitops: GitOps, job: str) -> dict[str, Any] | None:
@@ -203,12 +204,17 @@ def test_a_deleted_job_is_pruned_with_its_claim(gitops: GitOps, deployed: Deploy
 def test_a_push_is_applied_within_seconds(gitops: GitOps, deployed: Deployed) -> None:
     """With the tier's settings (applications compared every 5 s, heads cached 5 s)."""
     node, repository = gitops.node, deployed.repository
+    # The job runs first (whatever ran before this test), so the time is the push's alone.
+    workers = "grows-worker"
+    wait_for("the job applied", lambda: applied_revision(node, NAMESPACE, workers) is not None,
+             SYNC_TIMEOUT)
     repository.edit_job("grows", '"3600"', '"3601"')
     pushed = repository.push("A change")
     revision = compiled_revision(repository, "grows")
-    wait_for("the change applied", lambda: node.get("statefulset", "grows-worker", "-n",
-             NAMESPACE)["spec"]["template"]["metadata"]["annotations"][
-             "tfcompile.dev/revision"] == revision, SYNC_TIMEOUT)
+    wait_for("the change applied",
+             lambda: applied_revision(node, NAMESPACE, workers) == revision,
+             SYNC_TIMEOUT)
     changed = time.monotonic() - pushed
     print(f"Argo CD: push -> change applied in {changed:.1f} s")
     assert changed <= PUSH_TO_APPLIED_SECONDS, changed
+
