@@ -11,6 +11,10 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onSuccess: release`);
+- in a sweep's trial, records with its success the result the training wrote at
+  `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
+  `result: <revision> <compact JSON>` beside the task's record; a result that is not such an
+  object is said and left out, and a stale one is removed before the training starts;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly;
 - holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
   stops it when a peer answers another one (the revision gate, below).
@@ -51,6 +55,12 @@ STATE_VOLUME = "tfcompile-state"
 STATE_DIRECTORY = f"{RESERVED_MOUNT_PATH}/state"
 SUCCESS_MARKER = f"{STATE_DIRECTORY}/succeeded"
 FAILURE_MARKER = f"{STATE_DIRECTORY}/failed"
+RESULT_FILE = f"{STATE_DIRECTORY}/result.json"
+"""Where a sweep's trial may write its result (`TFCOMPILE_RESULT_FILE`): this pod's emptyDir."""
+RESULT_KEY = "result"
+"""The state ConfigMap's key of a trial's result: `<revision> <JSON object of metrics>`."""
+RESULT_MAXIMUM_BYTES = 4096
+"""The most a result may hold, as written and as recorded (compact JSON)."""
 SCRIPT_VOLUME = "script"
 SCRIPT_DIRECTORY = f"{RESERVED_MOUNT_PATH}/script"
 LAUNCHER_VOLUME = "tfcompile-launcher"
@@ -62,6 +72,8 @@ SUCCEEDED = "succeeded"
 FAILED = "failed"
 REVISION_DIGITS = 12
 """A revision is this many hexadecimal digits of a digest (`compile.revision`)."""
+RESULT_PATTERN = rf"^[0-9a-f]{{{REVISION_DIGITS}}} [{{].*[}}]$"
+"""A recorded result, `<revision> {...}`, for RE2 (the launcher policy) as for Python."""
 RECORD_PATTERN = (
     rf"^({SUCCEEDED} [0-9a-f]{{{REVISION_DIGITS}}}"
     rf"|{FAILED} [0-9a-f]{{{REVISION_DIGITS}}} exit [0-9]{{1,3}} after [0-9]{{1,9}} restarts)$"
@@ -82,6 +94,7 @@ records success and idles; a failure is retried by the kubelet until the failure
 """
 
 import json
+import math
 import os
 import signal
 import socket
@@ -95,6 +108,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOG_PREFIX = "tfcompile: "
+RESULT_MAXIMUM_BYTES = 4096
 
 
 def say(message):
@@ -280,11 +294,13 @@ class State:
             return recorded[0]
         return None
 
-    def record(self, outcome, detail=""):
+    def record(self, outcome, detail="", result=None):
         with open(self.marker(outcome), "w") as marker:
             marker.write(detail + "\\n")
         entries = {self.task: " ".join(part for part in (outcome, self.revision, detail)
                                        if part)}
+        if result is not None:
+            entries["result"] = self.revision + " " + result
         if outcome == "failed":
             # What the Argo CD health check reads with equality alone (it has no string
             # library): the revision that failed, and the task that failed last, with why.
@@ -322,6 +338,49 @@ class State:
                 self.records = self.api.records(self.settings["stateConfigMap"])
             except (OSError, ValueError) as error:
                 say("cannot read the job's state (" + describe(error) + ")")
+
+
+def read_result(path):
+    """The result the training wrote at path (a sweep's trial): a JSON object of numbers, as
+    compact JSON; None when there is none or it is not one (said)."""
+    if not path:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        say("cannot read the result " + path + " (" + describe(error) + "); not recorded")
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            text = handle.read(RESULT_MAXIMUM_BYTES + 1)
+        if len(text) > RESULT_MAXIMUM_BYTES:
+            raise ValueError("more than " + str(RESULT_MAXIMUM_BYTES) + " bytes")
+        result = json.loads(text.decode("utf-8"))
+        if not isinstance(result, dict) or not result or not all(
+                isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) for value in result.values()):
+            raise ValueError("not a JSON object of finite numbers, such as "
+                             + json.dumps({"accuracy": 0.9}))
+    except (OSError, ValueError) as error:
+        say("the result in " + path + " is not recorded: " + describe(error))
+        return None
+    compact = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    if len(compact) > RESULT_MAXIMUM_BYTES:
+        say("the result in " + path + " is not recorded: more than "
+            + str(RESULT_MAXIMUM_BYTES) + " bytes as compact JSON")
+        return None
+    return compact
+
+
+def remove_result(path):
+    """A result left by an earlier attempt in this pod is not this training's."""
+    if path:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
 
 
 def describe(error):
@@ -446,6 +505,8 @@ def main(arguments):
     if outcome == "failed":
         after_failure(state, settings)
         idle("this task already failed and stopped retrying")
+    result_file = os.environ.get("TFCOMPILE_RESULT_FILE", "")
+    remove_result(result_file)
     status, stopping, superseded = train(command, gate)
     if stopping:
         return status
@@ -454,7 +515,7 @@ def main(arguments):
             "replaced")
         return status
     if status == 0:
-        state.record("succeeded")
+        state.record("succeeded", result=read_result(result_file))
         after_success(state, settings)
         idle("training succeeded")
     policy = settings.get("failurePolicy")
