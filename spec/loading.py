@@ -45,6 +45,7 @@ from .problems import (
 from .rules import check_rules
 from .scripts import Script, directory_command_problem, read_script
 from .secrets import find_literal_secrets
+from .sweep import Trial
 from .yaml_documents import documents
 from .yaml_limits import (
     MAXIMUM_DOCUMENTS,
@@ -54,7 +55,8 @@ from .yaml_limits import (
     describe_yaml_error,
 )
 
-__all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
+__all__ = ["LoadedJob", "Script", "Trial", "discover", "display_path", "is_job_file",
+           "load_jobs"]
 
 @dataclass(frozen=True)
 class LoadedJob:
@@ -66,6 +68,9 @@ class LoadedJob:
     locations: Locations
     source_digest: str = ""
     """SHA-256 of the bytes of `source` this job was loaded from (hex)."""
+    trial: Trial | None = None
+    """For one trial of a sweep (`compiler.objects.sweep.trials`): its point; `job` is then
+    the trial's job, named for it."""
 
     def locate(self, problem: Problem) -> LocatedProblem:
         location = self.locations.locate(problem.path, key=problem.key)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
 from .pod_rules import check_kubernetes_fields
 from .problems import Problem
+from .sweep import SWEEP_VARIABLES, check_sweep
 
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
 """The pod's revision, which the launcher and its revision gate read."""
@@ -30,8 +31,9 @@ RESERVED_ENVIRONMENT = (
     "WORKER_HOSTS",
     "TF_CONFIG",
     REVISION_VARIABLE,
+    *SWEEP_VARIABLES,
 )
-"""Variables tfcompile sets in every TensorFlow container."""
+"""Variables tfcompile sets in every TensorFlow container (the last two in a sweep's trials)."""
 
 RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
 
@@ -62,6 +64,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
+    yield from check_sweep(job, RESERVED_ENVIRONMENT)
     yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
 
 

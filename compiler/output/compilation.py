@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfcompile.compiler.objects.sweep import trials
 from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.tree import Plan, plan
@@ -110,10 +111,16 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
         if path in reused:
             continue
         try:
-            loaded = load_jobs(path)
+            documents = load_jobs(path)
         except SpecError as error:
             load_problems.extend(error.problems)
             continue
+        loaded: list[LoadedJob] = []
+        for document in documents:  # a sweep is one job per trial from here on
+            try:
+                loaded.extend(trials(document))
+            except SpecError as error:
+                load_problems.extend(error.problems)
         for job in loaded:
             name = job.job.metadata.name
             if name in reused_names:
