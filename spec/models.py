@@ -44,6 +44,7 @@ CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei|e[0-9]+)?$"
 ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
 OVERLAY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+METRIC_NAME_PATTERN = r"^[A-Za-z_][-A-Za-z0-9_.]{0,62}$"
 
 
 def _no_entries() -> dict[Any, Any]:
@@ -382,9 +383,7 @@ class Goal(StrEnum):
 
 
 SweepValue = Annotated[str, StringConstraints(strict=True, max_length=256)]
-MetricName = Annotated[
-    str, StringConstraints(strict=True, pattern=r"^[A-Za-z_][-A-Za-z0-9_.]{0,62}$")
-]
+MetricName = Annotated[str, StringConstraints(strict=True, pattern=METRIC_NAME_PATTERN)]
 
 
 class Objective(SpecModel):
