@@ -26,7 +26,8 @@ from .models import Objective, Sweep, TrainingJob
 from .problems import Problem
 
 MAXIMUM_TRIALS = 100
-"""Trials of one sweep: each is a job with its own pods, Application and output directory."""
+"""Trials of one sweep: each is a job with its own pods, Application and output directory (and
+a file may define at most as many jobs, trials counted: `loading.load_jobs`)."""
 
 TRIAL_VARIABLE = "TFCOMPILE_TRIAL"
 """A trial's name, in every container of its training pods."""

@@ -58,10 +58,11 @@ def test_one_job_per_point_named_by_its_values(run_cli: Callable[..., Result],
 def test_adding_a_value_renames_no_trial_and_removing_one_prunes_its_trials(
         run_cli: Callable[..., Result], tmp_path: Path) -> None:
     before = build(run_cli, sweep_job(), tmp_path)
+    texts = {path: path.read_bytes() for path in (tmp_path / "output").rglob("*.yaml")}
     more = build(run_cli, sweep_job(SWEEP.replace('"0.1"]', '"0.1", "1.0"]')), tmp_path)
     assert set(before) < set(more) and len(more) == 8
-    for name in before:  # the trials that were there are unchanged, byte for byte
-        assert (tmp_path / "output" / name / "kustomization.yaml").is_file()
+    # the trials that were there are unchanged, byte for byte: nothing restarts
+    assert {path: path.read_bytes() for path in texts} == texts
     fewer = build(run_cli, sweep_job(SWEEP.replace('"5", "6"', '"5"')), tmp_path)
     assert len(fewer) == 3 and set(fewer) < set(before)
     gone = set(more) - set(fewer)
@@ -154,3 +155,15 @@ def test_a_name_too_long_for_the_trials_is_said_once_with_the_length_allowed(
     result = _refused_at(run_cli, text, name, "metadata.name",
                          "shorten the job name to at most 36 characters")
     assert len([line for line in result.stderr.splitlines() if "metadata.name" in line]) == 1
+
+
+def test_a_file_defines_at_most_a_hundred_jobs_trials_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]) -> None:
+    """Each trial is a job a build compiles into a dozen files: the file's limit counts them."""
+    monkeypatch.chdir(tmp_path)
+    ten, nine = (", ".join(f'"{index}"' for index in range(count)) for count in (10, 9))
+    grid = f"sweep:\n  parameters:\n    A: [{ten}]\n    B: [{nine}]\n"  # 90 trials
+    text = "---\n".join([job_text("first", spec_lines=grid), job_text("second", spec_lines=grid)])
+    _refused_at(run_cli, text, "parameters:", "spec.sweep.parameters",
+                "the file defines 180 jobs up to here, a sweep's trials counted; a file may "
+                "define at most 100 jobs", occurrence=2)
