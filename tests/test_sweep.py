@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +15,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import Result, job_text
+from tests.conftest import OVERLAYS, Result, job_text
 from tests.test_spec_errors import _refused_at
 from tfcompile.compiler.objects.names import trial_name
 from tfcompile.spec.sweep import MAXIMUM_TRIALS
@@ -167,3 +170,34 @@ def test_a_file_defines_at_most_a_hundred_jobs_trials_counted(
     _refused_at(run_cli, text, "parameters:", "spec.sweep.parameters",
                 "the file defines 180 jobs up to here, a sweep's trials counted; a file may "
                 "define at most 100 jobs", occurrence=2)
+
+
+RUN_LOCAL_STAND_IN = """\
+import os, sys
+print("stand-in:", os.environ["TFCOMPILE_TRIAL"], sys.argv[1:], os.environ["HIDDEN_LAYERS"],
+      flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="run-local needs root (namespaces)")
+def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
+    """`run-local --job <trial>`: the trial's values reach its training (a stand-in program);
+    without `--job`, a sweep's file is refused naming its trials."""
+    (tmp_path / "train.py").write_text(RUN_LOCAL_STAND_IN)
+    (tmp_path / "job.yaml").write_text(job_text(
+        "grid", image="python:3.11", script="train.py", command=None,
+        spec_lines='args: [--rate, $(LEARNING_RATE)]\nsweep:\n  parameters: '
+                   '{LEARNING_RATE: ["0.1", "0.01"], HIDDEN_LAYERS: ["5"]}\n',
+        roles="worker: {replicas: 1}"))
+    trial = trial_name("grid", [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", "0.01")])
+    command = [str(Path(sys.executable).parent / "tfcompile"), "run-local",
+               str(tmp_path / "job.yaml"), "--overlays", str(OVERLAYS)]
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert refused.returncode != 0
+    assert "holds 2 jobs" in refused.stderr and trial in refused.stderr
+    completed = subprocess.run([*command, "--job", trial], capture_output=True, text=True,
+                               timeout=300, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert (f"{trial}-worker-0 | stand-in: {trial} ['--rate', '0.01'] 5"
+            in completed.stdout + completed.stderr)

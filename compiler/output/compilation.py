@@ -2,7 +2,9 @@
 
 This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
 output directory so that the generated kustomizations work wherever the repository is cloned,
-and it tells the planner which spec file defines which jobs, so that pruning goes by source.
+and it tells the planner which spec file defines which jobs, so that pruning goes by source. A
+spec with `sweep:` defines one job per trial (`objects.sweep.trials`): a trial whose point left
+the grid is a job its spec no longer defines, and is pruned as one.
 """
 
 from __future__ import annotations
