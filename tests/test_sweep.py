@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import OVERLAYS, Result, job_text
+from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tests.test_spec_errors import _refused_at
 from tfcompile.compiler.objects.names import trial_name
 from tfcompile.spec.sweep import MAXIMUM_TRIALS
@@ -201,3 +201,24 @@ def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stderr
     assert (f"{trial}-worker-0 | stand-in: {trial} ['--rate', '0.01'] 5"
             in completed.stdout + completed.stderr)
+
+
+@pytest.mark.end_to_end
+@pytest.mark.skipif(os.geteuid() != 0, reason="run-local needs root (namespaces)")
+def test_a_trial_of_the_workshop_sweep_trains_with_its_values(tmp_path: Path) -> None:
+    """The example's trial (learning rate 0.01, 5 hidden layers) trains with real TensorFlow,
+    logs under its own directory of the shared claim, and learns the picture."""
+    trial = trial_name("sweep", [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", "0.01")])
+    completed = subprocess.run(
+        [str(Path(sys.executable).parent / "tfcompile"), "run-local",
+         str(EXAMPLES / "sweep" / "job.yaml"), "--overlays", str(OVERLAYS), "--job", trial,
+         "--claims-directory", str(tmp_path / "claims"), "--timeout", "600"],
+        capture_output=True, text=True, timeout=900, check=False)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output[-3000:]
+    (line,) = [line for line in output.splitlines()
+               if f"{trial}-worker-0 | learning rate 0.01, 5 hidden layers: loss " in line]
+    loss = float(line.rsplit(" ", 1)[1])
+    assert loss < 0.05, line  # the best constant colour scores 0.10
+    logs = tmp_path / "claims" / "sweep-logs" / "logs" / trial / "train"
+    assert list(logs.glob("events.out.tfevents.*")), sorted(tmp_path.rglob("*"))
