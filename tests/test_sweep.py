@@ -97,6 +97,16 @@ def test_a_trial_sees_its_values_before_the_jobs_own_variables(
     assert annotations["tfcompile.dev/sweep-objective"] == "accuracy maximize"
 
 
+def test_a_swept_home_replaces_the_default_one(run_cli: Callable[..., Result],
+                                               tmp_path: Path) -> None:
+    sweep = 'sweep:\n  parameters: {HOME: ["/home/a", "/home/b"]}\n'
+    for name in build(run_cli, sweep_job(sweep), tmp_path):
+        statefulset = load(tmp_path / "output" / name / f"statefulset-{name}-worker.yaml")
+        env = statefulset["spec"]["template"]["spec"]["containers"][0]["env"]
+        assert [entry["value"] for entry in env if entry["name"] == "HOME"] in (
+            ["/home/a"], ["/home/b"])
+
+
 def test_a_job_without_sweep_gets_no_trial_variables(run_cli: Callable[..., Result],
                                                      tmp_path: Path) -> None:
     (name,) = build(run_cli, job_text("plain"), tmp_path)

@@ -173,7 +173,8 @@ def statefulset(
     sources = _environment_sources(job)
     if sources:
         container["envFrom"] = sources
-    home = [] if "HOME" in {**job.spec.env, **role.env} else [
+    swept = dict(trial.values) if trial is not None else {}
+    home = [] if "HOME" in {**job.spec.env, **role.env, **swept} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
     container["env"] = [*environment(job, role_key), revision_variable(), *home,
                         *trial_environment(trial, name), *user_environment(job, role)]
