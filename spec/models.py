@@ -352,6 +352,14 @@ class TensorBoard(SpecModel):
     )
 
 
+class Compatibility(StrEnum):
+    """An earlier tool whose scripts read variables of their own (set only for jobs that ask)."""
+
+    TF_SPAWNER = "tf-spawner"
+    ELASTICDL = "elasticdl"
+    TF1_FLAGS = "tf1-flags"
+
+
 class OnSuccess(StrEnum):
     """What the job's pods do once the job has succeeded."""
 
@@ -439,6 +447,11 @@ class JobSpec(SpecModel):
         "none); `{ingress: [...]}` admits more sources.",
     )
     suspend: StrictBool = False
+    compatibility: list[Compatibility] = Field(
+        default_factory=_no_items,
+        description="Earlier tools whose scripts run unchanged: tf-spawner sets WORKER_NUMBER "
+        "and TOT_WORKERS, elasticdl NUM_WORKERS, tf1-flags JOB_NAME, PS_HOSTS and WORKER_HOSTS.",
+    )
     not_secret: list[NotSecretName] = Field(
         default_factory=_no_items,
         description=(

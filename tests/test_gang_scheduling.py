@@ -24,6 +24,7 @@ from tests.go_modules import (
     volcano_source,
 )
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 JOB_NAME = "gang"
@@ -42,7 +43,7 @@ def compile_with(tmp_path: Path, scheduling: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
     path.write_text(gang_job(scheduling))
     (loaded,) = load_jobs(path)
-    return build_objects(loaded)
+    return build_objects(loaded, shipped_launcher())
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -104,7 +105,7 @@ def test_pod_groups_come_a_sync_wave_before_the_rest_of_the_job(tmp_path: Path) 
         "  namespace: research\n",
         "  namespace: research\n  annotations: {argocd.argoproj.io/sync-wave: '-3'}\n"))
     (loaded,) = load_jobs(path)
-    objects = build_objects(loaded)
+    objects = build_objects(loaded, shipped_launcher())
     (group,) = of_kind(objects, "PodGroup")
     assert group["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "-4"
     assert {item["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]

@@ -104,7 +104,7 @@ def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
     stale = run_check(repository, kubeconform_schema_location)
     assert stale.returncode == 1
     assert "-  replicas: 2\n+  replicas: 3\n" in stale.stdout
-    assert "+          value: '3'" in stale.stdout  # TOT_WORKERS
+    assert "example-worker-2.example-worker:2222" in stale.stdout  # TF_CONFIG
 
 
 @pytest.mark.slow

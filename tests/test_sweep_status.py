@@ -5,7 +5,6 @@ cluster is shown in tests/cluster/test_sweep.py; here from the objects kubectl w
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from tfcompile.compiler.checking.status import JobStatus, as_json, as_text, job_status
 from tfcompile.compiler.checking.sweep_status import committed_trials
-from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.launcher import program
 
 REVISION = "0123456789ab"
 OLD = "ba9876543210"
@@ -120,40 +119,27 @@ def test_the_committed_output_names_each_trials_sweep_and_point() -> None:
     assert {info.objective for info in trials.values()} == {"loss minimize"}
 
 
-@pytest.fixture
-def program(tmp_path: Path) -> types.ModuleType:
-    """The launcher's program as a module, to call its functions in this process."""
-    module = types.ModuleType("tfcompile_launcher")
-    module.__file__ = str(tmp_path / "tfcompile-launcher.py")
-    exec(compile(launcher.PROGRAM, "tfcompile-launcher.py", "exec"), module.__dict__)
-    return module
-
-
-def test_the_launcher_reads_a_result_of_numbers_as_compact_json(
-        program: types.ModuleType, tmp_path: Path) -> None:
+def test_the_launcher_reads_a_result_of_numbers_as_compact_json(tmp_path: Path) -> None:
     path = tmp_path / "result.json"
     path.write_text('{ "loss": 0.25, "accuracy": 1 }')
     assert program.read_result(str(path)) == '{"accuracy":1,"loss":0.25}'
     assert program.read_result(str(tmp_path / "none.json")) is None
     assert program.read_result("") is None
-    assert program.RESULT_MAXIMUM_BYTES == launcher.RESULT_MAXIMUM_BYTES
 
 
 @pytest.mark.parametrize("text", [
     "[1, 2]", "{}", '{"loss": "low"}', '{"loss": true}', '{"loss": NaN}', "not json",
-    '{"loss": 1, "padding": "' + "x" * launcher.RESULT_MAXIMUM_BYTES + '"}',
+    '{"loss": 1, "padding": "' + "x" * program.RESULT_MAXIMUM_BYTES + '"}',
 ])
 def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
-        program: types.ModuleType, tmp_path: Path, text: str,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "result.json"
     path.write_text(text)
     assert program.read_result(str(path)) is None
     assert "is not recorded" in capsys.readouterr().err
 
 
-def test_the_launcher_follows_no_link_to_a_result(program: types.ModuleType,
-                                                  tmp_path: Path) -> None:
+def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"loss": 1}')
     (tmp_path / "result.json").symlink_to(tmp_path / "elsewhere.json")
     assert program.read_result(str(tmp_path / "result.json")) is None

@@ -167,7 +167,7 @@ def statefulset(
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": role.image or job.spec.image,
-        "command": launcher.command(),
+        "command": launcher.command(role_key.value),
         "args": training_command(job, role, script),
     }
     sources = _environment_sources(job)
