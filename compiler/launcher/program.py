@@ -14,9 +14,10 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onSuccess: release`);
-- in a sweep's trial, records with its success the result the training wrote at
+- in a sweep's trial, records after its success the result the training wrote at
   `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
-  `result: <revision> <compact JSON>` beside the task's record; a result that is not such an
+  `result: <revision> <compact JSON>` beside the task's record, in a request of its own (so a
+  cluster policy that predates results keeps the success); a result that is not such an
   object is said and left out, and a stale one is removed before the training starts;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly;
 - holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
@@ -290,8 +291,6 @@ class State:
             marker.write(detail + "\n")
         entries = {self.task: " ".join(part for part in (outcome, self.revision, detail)
                                        if part)}
-        if result is not None:
-            entries[RESULT_KEY] = self.revision + " " + result
         if outcome == FAILED:
             # What the Argo CD health check reads with equality alone (it has no string
             # library): the revision that failed, and the task that failed last, with why.
@@ -304,6 +303,23 @@ class State:
             except (OSError, ValueError) as error:
                 say("could not record " + outcome + " in the API server (" + describe(error)
                     + "); a recreated pod will not know it")
+                return
+        if result is not None:
+            self.record_result(result)
+
+    def record_result(self, result: str) -> None:
+        """A trial's result, after its success record and in a request of its own: a cluster
+        whose launcher policy predates results refuses this one and keeps the success."""
+        entry = {RESULT_KEY: self.revision + " " + result}
+        self.records.update(entry)
+        if self.api is not None:
+            try:
+                self.api.record(self.settings["stateConfigMap"], entry)
+                say("recorded the result " + result)
+            except (OSError, ValueError) as error:
+                say("could not record the result in the API server (" + describe(error)
+                    + "); a launcher policy applied before results existed refuses it: apply "
+                    "deploy/cluster/launcher-policy.yaml as tfcompile init writes it now")
 
     def failures(self) -> int:
         """How many times the training failed in this pod (the emptyDir outlives restarts)."""
