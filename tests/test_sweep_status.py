@@ -145,3 +145,28 @@ def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     assert program.read_result(str(tmp_path / "result.json")) is None
     program.remove_result(str(tmp_path / "result.json"))
     assert not (tmp_path / "result.json").is_symlink()
+
+
+class RefusingResults:
+    """An API server whose launcher policy predates results: it refuses a patch of `result`."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, str]] = []
+
+    def record(self, name: str, entries: dict[str, str]) -> None:
+        if program.RESULT_KEY in entries:
+            raise OSError("HTTP 403 Forbidden")
+        self.patches.append(entries)
+
+
+def test_a_policy_that_predates_results_refuses_only_the_result(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The success is recorded in a request of its own, before the result."""
+    where = {"role": "worker", "state": str(tmp_path), "account": str(tmp_path / "none")}
+    state = program.State({"stateConfigMap": "grid-state"}, where, REVISION, "worker-0")
+    api = RefusingResults()
+    state.api = api  # type: ignore[assignment]
+    state.record(program.SUCCEEDED, result='{"loss":0.5}')
+    assert api.patches == [{"worker-0": f"succeeded {REVISION}"}]
+    said = capsys.readouterr().err
+    assert "could not record the result" in said and "launcher-policy.yaml" in said
