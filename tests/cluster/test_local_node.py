@@ -5,14 +5,17 @@ compiles a copy of an example (mnist, parameter-server) or a small failing job w
 `tfcompile build`, applies it with `kubectl apply --server-side -k` into a namespace of its own,
 and watches the StatefulSet controller, the scheduler, the EndpointSlice controller, the node agent
 and the pods' launchers (which reach the API server through the node's `kubernetes` Service) do
-the rest. Needs root (namespaces), TensorFlow, and the control plane binaries (built from source
-with Go once).
+the rest. Real TensorFlow trains both examples once (marked `end_to_end`); the tests whose
+subject is the controllers, the node and the launcher (a deleted worker, suspension, a roll) run
+a stand-in program with the same files and no TensorFlow (tests/stand_in_training.py). Needs root
+(namespaces) and the control plane binaries (built from source with Go once).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,7 +41,6 @@ from tests.conftest import job_text
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.end_to_end,
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
@@ -92,6 +94,7 @@ def released(node: LocalNode, namespace: str, job: Job) -> bool:
             and not any(processes_of_pod(name) for name in job_pod_names(job)))
 
 
+@pytest.mark.end_to_end  # real TensorFlow
 def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
                                                           tmp_path: Path) -> None:
     """`onSuccess: release`: the workers train, record success in the state ConfigMap, and the
@@ -158,14 +161,27 @@ def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
     remove_namespace(node, namespace, job)
 
 
-RESUMED_EPOCHS = 120
-ROLLED_EPOCHS = 200
+RESUMED_EPOCHS = 40
+ROLLED_EPOCHS = 240  # a quarter second each: the training outlasts the roll
+STAND_IN = Path(__file__).parents[1] / "stand_in_training.py"
+
+
+def copy_stand_in(tmp_path: Path, epochs: int, epoch_seconds: float) -> Job:
+    """The mnist example with the stand-in program (tests/stand_in_training.py) as its script:
+    the same files on the shared volume, no TensorFlow; for the tests whose subject is what the
+    controllers, the node and the launcher do."""
+    job = copy_example(tmp_path, "mnist", {
+        '[--epochs, "8", --shared-dir, /mnt/shared]':
+            f'[--epochs, "{epochs}", --shared-dir, /mnt/shared, --epoch-seconds,'
+            f' "{epoch_seconds}"]'})
+    shutil.copyfile(STAND_IN, job.source / "train.py")
+    return job
 
 
 def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
-    # An epoch takes about half a second: enough of them that training outlasts the deletion.
-    job = copy_example(tmp_path, "mnist", {'"8"': f'"{RESUMED_EPOCHS}"'})
+    # Enough epochs that training outlasts the deletion.
+    job = copy_stand_in(tmp_path, RESUMED_EPOCHS, 0.25)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -178,7 +194,6 @@ def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_p
                       TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     for final in finals:
         assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] > 0, finals
-        assert final["accuracy"] >= ACCURACY_BAR
     records = progress(node, namespace, job, 1)
     attempts = list(dict.fromkeys(record["attempt"] for record in records))
     assert len(attempts) >= 2, "the deleted worker never trained again"
@@ -197,7 +212,7 @@ def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_p
 
 def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': '"200"'})
+    job = copy_stand_in(tmp_path, 200, 0.5)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -231,7 +246,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     the revision gate keeps old and new TF_CONFIGs from training together, and the new cluster
     of three resumes from the checkpoint."""
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': f'"{ROLLED_EPOCHS}"'})
+    job = copy_stand_in(tmp_path, ROLLED_EPOCHS, 0.25)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -258,7 +273,6 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     for final in finals:
         assert final["replicas"] == 3, finals
         assert final["epochs_completed"] == ROLLED_EPOCHS and final["initial_epoch"] >= 4, finals
-        assert final["accuracy"] >= ACCURACY_BAR
     stateful_set = node.get("statefulset", f"{job.name}-worker", "-n", namespace)
     assert new_revision != old_revision
     now = pods(node, namespace)
@@ -286,6 +300,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     remove_namespace(node, namespace, job)
 
 
+@pytest.mark.end_to_end  # real TensorFlow
 def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_released(
         node: LocalNode, tmp_path: Path) -> None:
     """The parameter-server example (chief, two workers, ps, evaluator; `onSuccess: release`):
