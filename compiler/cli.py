@@ -192,6 +192,7 @@ def _run_local(arguments: argparse.Namespace) -> int:
         secrets_file=Path(arguments.secrets) if arguments.secrets else None,
         options=options,
         allow_remote=arguments.allow_remote,
+        job=arguments.job_name,
     )
     try:
         outcome = run_job(settings)
@@ -310,6 +311,9 @@ def parser() -> argparse.ArgumentParser:
         "run-local", help="run every pod of a job on this machine as a cluster would (root)"
     )
     run_local.add_argument("job", metavar="JOB.yaml")
+    run_local.add_argument("--job", dest="job_name", metavar="NAME",
+                           help="the job to run when the file defines several (a sweep's trials: "
+                                "`tfcompile build` names them)")
     run_local.add_argument("--overlays", default="overlays",
                            help="directory of the Kustomize Components (default: overlays)")
     run_local.add_argument("--secrets", metavar="FILE",

@@ -44,6 +44,7 @@ CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei|e[0-9]+)?$"
 ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
 OVERLAY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+METRIC_NAME_PATTERN = r"^[A-Za-z_][-A-Za-z0-9_.]{0,62}$"
 
 
 def _no_entries() -> dict[Any, Any]:
@@ -454,6 +455,38 @@ class FailurePolicy(SpecModel):
     )
 
 
+class Goal(StrEnum):
+    """Which end of a sweep's objective metric is best."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+SweepValue = Annotated[str, StringConstraints(strict=True, max_length=256)]
+MetricName = Annotated[str, StringConstraints(strict=True, pattern=METRIC_NAME_PATTERN)]
+
+
+class Objective(SpecModel):
+    """How `tfcompile status` ranks a sweep's trials: by one metric of their results."""
+
+    metric: MetricName
+    goal: Goal = Goal.MAXIMIZE
+
+
+class Sweep(SpecModel):
+    """A grid of values: the job compiles to one trial (a job of its own) per point."""
+
+    parameters: dict[EnvironmentName, list[SweepValue]] = Field(
+        description="Environment variable -> its values (strings); every combination is a "
+        "trial, whose training sees one value of each as that variable ($(NAME) in args).",
+    )
+    objective: Objective | None = Field(
+        default=None,
+        description="The metric of the trials' results (the JSON object a training writes at "
+        "$TFCOMPILE_RESULT_FILE) by which `tfcompile status` puts the best trial first.",
+    )
+
+
 class Metadata(SpecModel):
     name: JobName
     namespace: NamespaceName | None = None
@@ -514,6 +547,11 @@ class JobSpec(SpecModel):
     failure_policy: FailurePolicy | None = Field(
         default=None,
         description="Stop retrying a failing task (omitted: the kubelet restarts it forever).",
+    )
+    sweep: Sweep | None = Field(
+        default=None,
+        description="A hyper-parameter grid: one job (trial) per point, named <name>-<digest "
+        "of the point's values>, each with its own output directory.",
     )
 
     def resolved_strategy(self) -> Strategy:

@@ -15,6 +15,7 @@ from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
 from .pod_rules import RESERVED_VOLUMES, check_kubernetes_fields
 from .pod_template import mapping, mappings
 from .problems import FieldPath, Problem, format_path
+from .sweep import SWEEP_VARIABLES, check_sweep
 
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
 """The pod's revision, which the launcher and its revision gate read."""
@@ -32,8 +33,9 @@ RESERVED_ENVIRONMENT = (
     "WORKER_HOSTS",
     "TF_CONFIG",
     REVISION_VARIABLE,
+    *SWEEP_VARIABLES,
 )
-"""Variables tfcompile sets in every TensorFlow container."""
+"""Variables tfcompile sets in every TensorFlow container (the last two in a sweep's trials)."""
 
 RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
 
@@ -71,6 +73,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
+    yield from check_sweep(job, RESERVED_ENVIRONMENT)
     yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
 
 

@@ -82,8 +82,9 @@ def test_environment_order_defines_the_index_before_its_users() -> None:
     names_in_order = [entry["name"] for entry in entries]
     assert names_in_order == ["TASK_INDEX", "JOB_NAME", "WORKER_NUMBER", "TOT_WORKERS",
                               "NUM_WORKERS", "PS_HOSTS", "WORKER_HOSTS", "TF_CONFIG"]
-    # what the spec refuses in env: these, and the launcher's revision
-    assert (*names_in_order, "TFCOMPILE_REVISION") == RESERVED_ENVIRONMENT
+    # what the spec refuses in env: these, the launcher's revision, and a trial's two
+    assert (*names_in_order, "TFCOMPILE_REVISION", "TFCOMPILE_TRIAL",
+            "TFCOMPILE_RESULT_FILE") == RESERVED_ENVIRONMENT
     values = {entry["name"]: entry.get("value") for entry in entries}
     assert entries[0]["valueFrom"] == {
         "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}

@@ -14,6 +14,11 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onSuccess: release`);
+- in a sweep's trial, records after its success the result the training wrote at
+  `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
+  `result: <revision> <compact JSON>` beside the task's record, in a request of its own (so a
+  cluster policy that predates results keeps the success); a result that is not such an
+  object is said and left out, and a stale one is removed before the training starts;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly;
 - holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
   stops it when a peer answers another one (the revision gate; `compiler/objects/revision_gate.py`
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -75,6 +81,13 @@ FAILED_REVISION_KEY = "failed-revision"
 FAILED_TASK_KEY = "failed-task"
 """Beside a final failure's record, for the Argo CD health check (which compares by equality
 alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
+RESULT_VARIABLE = "TFCOMPILE_RESULT_FILE"
+RESULT_FILE = STATE_DIRECTORY + "/result.json"
+"""Where a sweep's trial may write its result (its `RESULT_VARIABLE`): this pod's emptyDir."""
+RESULT_KEY = "result"
+"""The state's key of a trial's result: `<revision> <JSON object of numbers>`."""
+RESULT_MAXIMUM_BYTES = 4096
+"""The most a result may hold, as written and as recorded (compact JSON)."""
 ACCOUNT_DIRECTORY = "/var/run/secrets/kubernetes.io/serviceaccount"
 API_SERVER = "https://kubernetes.default.svc"
 LOG_PREFIX = "tfcompile: "
@@ -273,7 +286,7 @@ class State:
             return recorded[0]
         return None
 
-    def record(self, outcome: str, detail: str = "") -> None:
+    def record(self, outcome: str, detail: str = "", result: str | None = None) -> None:
         with open(self.marker(outcome), "w") as marker:
             marker.write(detail + "\n")
         entries = {self.task: " ".join(part for part in (outcome, self.revision, detail)
@@ -290,6 +303,23 @@ class State:
             except (OSError, ValueError) as error:
                 say("could not record " + outcome + " in the API server (" + describe(error)
                     + "); a recreated pod will not know it")
+                return
+        if result is not None:
+            self.record_result(result)
+
+    def record_result(self, result: str) -> None:
+        """A trial's result, after its success record and in a request of its own: a cluster
+        whose launcher policy predates results refuses this one and keeps the success."""
+        entry = {RESULT_KEY: self.revision + " " + result}
+        self.records.update(entry)
+        if self.api is not None:
+            try:
+                self.api.record(self.settings["stateConfigMap"], entry)
+                say("recorded the result " + result)
+            except (OSError, ValueError) as error:
+                say("could not record the result in the API server (" + describe(error)
+                    + "); a launcher policy applied before results existed refuses it: apply "
+                    "deploy/cluster/launcher-policy.yaml as tfcompile init writes it now")
 
     def failures(self) -> int:
         """How many times the training failed in this pod (the emptyDir outlives restarts)."""
@@ -315,6 +345,47 @@ class State:
                 self.records = self.api.records(self.settings["stateConfigMap"])
             except (OSError, ValueError) as error:
                 say("cannot read the job's state (" + describe(error) + ")")
+
+
+def read_result(path: str) -> str | None:
+    """The result the training wrote at `path` (a sweep's trial): a JSON object of numbers, as
+    compact JSON; None when there is none or it is not one (said)."""
+    if not path:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        say("cannot read the result " + path + " (" + describe(error) + "); not recorded")
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            text = handle.read(RESULT_MAXIMUM_BYTES + 1)
+        if len(text) > RESULT_MAXIMUM_BYTES:
+            raise ValueError("more than " + str(RESULT_MAXIMUM_BYTES) + " bytes")
+        result = json.loads(text.decode("utf-8"))
+        if not isinstance(result, dict) or not result or not all(
+                isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) for value in result.values()):
+            raise ValueError("not a JSON object of finite numbers, such as "
+                             + json.dumps({"accuracy": 0.9}))
+    except (OSError, ValueError) as error:
+        say("the result in " + path + " is not recorded: " + describe(error))
+        return None
+    compact = json.dumps(result, sort_keys=True, separators=(",", ":"))
+    if len(compact) > RESULT_MAXIMUM_BYTES:
+        say("the result in " + path + " is not recorded: more than "
+            + str(RESULT_MAXIMUM_BYTES) + " bytes as compact JSON")
+        return None
+    return compact
+
+
+def remove_result(path: str) -> None:
+    """A result left by an earlier attempt in this pod is not this training's."""
+    if path:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def describe(error: Exception) -> str:
@@ -459,6 +530,8 @@ def main(arguments: list[str]) -> int:
     if outcome == FAILED:
         after_failure(state, settings)
         idle("this task already failed and stopped retrying")
+    result_file = os.environ.get(RESULT_VARIABLE, "")
+    remove_result(result_file)
     status, stopping, superseded = train(command, gate)
     if stopping:
         return status
@@ -467,7 +540,7 @@ def main(arguments: list[str]) -> int:
             "replaced")
         return status
     if status == 0:
-        state.record(SUCCEEDED)
+        state.record(SUCCEEDED, result=read_result(result_file))
         after_success(state, settings)
         idle("training succeeded")
     policy = settings.get("failurePolicy")

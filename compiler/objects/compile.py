@@ -64,8 +64,9 @@ def file_name(document: dict[str, Any]) -> str:
 def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str, Any]]:
     """Every object of the job, in a fixed order, with `program` as its launcher; raises
     `SpecError` for limits a spec breaks."""
-    job, script = loaded.job, loaded.script
-    problems = [*check_name_lengths(job), *check_tf_config_size(job)]
+    job, script, trial = loaded.job, loaded.script, loaded.trial
+    given = None if trial is None else trial.sweep
+    problems = [*check_name_lengths(job, given), *check_tf_config_size(job)]
     if problems:
         raise loaded.fail(problems)
     objects: list[dict[str, Any]] = []
@@ -78,7 +79,7 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
     mounted.append(launcher_map)
     objects.extend(mounted)
     covered = [*mounted[:-1], without_program(launcher_map)]
-    state = state_config_map(job, revision="")
+    state = state_config_map(job, revision="", trial=trial)
     objects.extend([state, service_account(job), role(job), role_binding(job)])
     claim = shared_claim(job)
     if claim is not None:
@@ -91,7 +92,7 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
         objects.append(group)
     sets = [
         statefulset(job, role_key, role_spec, script, script_map,
-                    launcher_map["metadata"]["name"], revision="")
+                    launcher_map["metadata"]["name"], revision="", trial=trial)
         for role_key, role_spec in roles
     ]
     objects.extend(sets)

@@ -27,6 +27,9 @@ from tfcompile.compiler.launcher.program import (
     FAILED_TASK_KEY,
     FIELD_MANAGER,
     PROTOCOL,
+    RESULT_FILE,
+    RESULT_KEY,
+    RESULT_MAXIMUM_BYTES,
     REVISION_SETTING,
     SETTINGS_FILE,
     STATE_DIRECTORY,
@@ -36,7 +39,8 @@ from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL",
-    "REVISION_SETTING", "SETTINGS_FILE", "STATE_DIRECTORY", "SUCCEEDED", "LauncherProgram",
+    "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING", "SETTINGS_FILE",
+    "STATE_DIRECTORY", "SUCCEEDED", "LauncherProgram",
 ]
 
 STATE_VOLUME = "tfcompile-state"
@@ -56,6 +60,9 @@ RECORD_PATTERN = (
 """Every value the launcher records for its task (`State.record`): `succeeded <revision>`, or
 `failed <revision> exit <status> after <restarts> restarts`. A regular expression that RE2 (the
 API server's, for the launcher policy) and Python read alike."""
+RESULT_PATTERN = rf"^[0-9a-f]{{{REVISION_DIGITS}}} [{{].*[}}]$"
+"""A sweep trial's recorded result, `<revision> {...}` (`RESULT_KEY`), for RE2 (the launcher
+policy) as for Python."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from tfcompile.compiler.objects import launcher
 from tfcompile.spec.loading import Script
 from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
 from tfcompile.spec.rules import GPU_RESOURCE
+from tfcompile.spec.sweep import Trial
 
 from ..labels import (
     GPU_LABEL,
@@ -18,6 +19,7 @@ from ..labels import (
 )
 from ..names import launcher_account_name, role_name
 from ..revision_gate import gate_port, revision_variable
+from ..sweep import trial_environment
 from ..topology import environment
 from .gang import gang_template
 from .metadata import object_metadata, template_metadata
@@ -153,8 +155,10 @@ def statefulset(
     script_map: str | None,
     launcher_map: str,
     revision: str,
+    trial: Trial | None = None,
 ) -> dict[str, Any]:
-    """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel."""
+    """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel. A
+    sweep's trial sees its values as variables, before the job's own (`sweep.py`)."""
     name = job.metadata.name
     selector = role_selector(name, role_key)
     labels = object_labels(job, role_key.value, selector)
@@ -171,10 +175,11 @@ def statefulset(
     sources = _environment_sources(job)
     if sources:
         container["envFrom"] = sources
-    home = [] if "HOME" in {**job.spec.env, **role.env} else [
+    swept = dict(trial.values) if trial is not None else {}
+    home = [] if "HOME" in {**job.spec.env, **role.env, **swept} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
     container["env"] = [*environment(job, role_key), revision_variable(), *home,
-                        *user_environment(job, role)]
+                        *trial_environment(trial, name), *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"},
                           gate_port()]
     resources = _resources(role)
