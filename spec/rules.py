@@ -265,7 +265,8 @@ def _check_claim_mounts(spec: JobSpec,
                      for name, role in spec.roles.defined())
     for template_path, fragment in templates:
         for index, entry in mappings(mapping(mapping(fragment).get("spec")).get("volumes")):
-            if entry.get("name") in names:
+            name = entry.get("name")
+            if isinstance(name, str) and name in names:  # other shapes: pod_rules reports them
                 yield Problem((*template_path, "spec", "volumes", index, "name"),
                               "storage.volumes names a volume so too: choose another name")
 
