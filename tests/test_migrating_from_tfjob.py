@@ -172,8 +172,8 @@ def test_the_schema_walk_finds_fields_the_schema_has(field: str) -> None:
     assert schema_node(field) is not None
 
 
-@pytest.mark.parametrize("field", ["spec.deadline", "spec.runPolicy", "spec.roles.master",
-                                   "spec.roles.<role>.restartPolicy"])
+@pytest.mark.parametrize("field", ["spec.activeDeadlineSeconds", "spec.runPolicy",
+                                   "spec.roles.master", "spec.roles.<role>.restartPolicy"])
 def test_the_schema_walk_finds_no_field_the_schema_lacks(field: str) -> None:
     assert schema_node(field) is None
 
