@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,6 +32,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CHART = Path(__file__).resolve().parent / "benchmark_chart"
@@ -128,6 +131,13 @@ def find_helm() -> str | None:
                             check=False).stdout.strip()
     candidate = Path(gopath.split(os.pathsep)[0] if gopath else "") / "bin" / "helm"
     return str(candidate) if gopath and candidate.is_file() else None
+
+
+def kubeconform_schemas(cache: Path) -> str:
+    """kubeconform's `-schema-location` for the schemas `validate` uses (written once, here)."""
+    from tfcompile.compiler.checking.validation import kubeconform_schemas as layout
+
+    return layout.schema_location(layout.prepare(cache, [DEFAULT_KUBERNETES_VERSION]))
 
 
 def find_kustomize() -> list[str] | None:
@@ -250,6 +260,22 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
             return lambda: [[helm, "template", name, str(CHART), "--set", f"name={name}"]
                             for name in names]
 
+        kubeconform = shutil.which("kubeconform")
+        schema_location = kubeconform_schemas(root / "kubeconform-schemas")
+
+        def kubeconform_peer(output: str) -> Callable[[], list[list[str]]] | None:
+            """What a CI without tfcompile would run: Kustomize on each job, one after the
+            other, and one strict kubeconform over all that they render (offline, on the
+            schemas `validate` uses)."""
+            if kustomize is None or kubeconform is None:
+                return None
+            renderings = " ".join(shlex.join([*kustomize, f"{output}/{name}"]) + "; echo ---;"
+                                  for name in fleet)
+            check = shlex.join([kubeconform, "-strict", "-summary", "-kubernetes-version",
+                                kubeconform_version(DEFAULT_KUBERNETES_VERSION),
+                                "-schema-location", schema_location, "-"])
+            return lambda: [["sh", "-c", f"set -e; {{ {renderings} }} | {check}"]]
+
         cases = [
             Case("build: one job (chief, 2 workers, ps, evaluator)",
                  lambda number: [build("one", f"one-output-{number}")],
@@ -274,15 +300,24 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                  lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
                  (lambda: [[*kustomize, f"fleet-output/{name}"] for name in fleet])
                  if kustomize else None),
+            Case(f"validate: {FLEET_SIZE} jobs vs kustomize each + kubeconform all",
+                 lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
+                 kubeconform_peer("fleet-output"), "≤ 0.5x peer"),
             Case(f"validate: {FLEET_SIZE} jobs with components gpu, azure",
                  lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
                  (lambda: [[*kustomize, f"components-output/{name}"] for name in fleet])
                  if kustomize else None),
+            Case(f"validate: {FLEET_SIZE} jobs with components vs kustomize + kubeconform",
+                 lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
+                 kubeconform_peer("components-output"), "≤ 0.5x peer"),
             Case(f"validate: one job of {LARGE_WORKERS} workers",
                  lambda number: [[*tfcompile, "validate", "large-output/large"]],
                  (lambda: [[*kustomize, "large-output/large"]]) if kustomize else None,
                  "≤ 1 s beyond kustomize, < 200 MB"),
         ]
+        if kubeconform is None:
+            print("kubeconform: not on PATH (its rows have no peer); scripts/setup.sh "
+                  "installs it into the virtualenv")
         if helm is None:
             print("helm: not installed (peer columns empty); "
                   "go install helm.sh/helm/v3/cmd/helm@v3.22.0")
