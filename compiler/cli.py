@@ -194,6 +194,7 @@ def _run_local(arguments: argparse.Namespace) -> int:
         secrets_file=Path(arguments.secrets) if arguments.secrets else None,
         options=options,
         allow_remote=arguments.allow_remote,
+        job=arguments.job_name,
     )
     try:
         outcome = run_job(settings)
@@ -219,6 +220,27 @@ def _status(arguments: argparse.Namespace) -> int:
     sys.stdout.write(as_json(statuses) if arguments.json else as_text(statuses))
     if not statuses:
         print("tfcompile: no job in the cluster or under the output directory", file=sys.stderr)
+    return EXIT_OK
+
+
+def _diff(arguments: argparse.Namespace) -> int:
+    from tfcompile.compiler.checking.diff.comparison import compare
+    from tfcompile.compiler.checking.diff.git_tree import read_revision
+    from tfcompile.compiler.checking.diff.report import as_markdown, as_text
+    from tfcompile.compiler.checking.diff.trees import DiffInputError
+    from tfcompile.compiler.checking.diff.working_tree import read_working_tree
+
+    output = Path(arguments.output)
+    try:
+        commit, base = read_revision(arguments.base, output, Path.cwd())
+        changes = compare(base, read_working_tree(output))
+    except DiffInputError as error:
+        print(f"tfcompile: diff: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    write = as_markdown if arguments.format == "markdown" else as_text
+    sys.stdout.flush()
+    sys.stdout.buffer.write(write(arguments.base, commit, changes).encode("utf-8"))
+    sys.stdout.buffer.flush()
     return EXIT_OK
 
 
@@ -291,6 +313,9 @@ def parser() -> argparse.ArgumentParser:
         "run-local", help="run every pod of a job on this machine as a cluster would (root)"
     )
     run_local.add_argument("job", metavar="JOB.yaml")
+    run_local.add_argument("--job", dest="job_name", metavar="NAME",
+                           help="the job to run when the file defines several (a sweep's trials: "
+                                "`tfcompile build` names them)")
     run_local.add_argument("--overlays", default="overlays",
                            help="directory of the Kustomize Components (default: overlays)")
     run_local.add_argument("--secrets", metavar="FILE",
@@ -328,6 +353,17 @@ def parser() -> argparse.ArgumentParser:
                         help="read every namespace")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.set_defaults(handler=_status)
+
+    diff = commands.add_parser(
+        "diff", help="say per job what merging the change does: restarts and why, replicas, "
+                     "GPUs, recreated StatefulSets, deleted claims")
+    diff.add_argument("base", metavar="BASE",
+                      help="the git revision to compare output/ with (a commit, branch or tag)")
+    diff.add_argument("-o", "--output", default="output",
+                      help="compiled jobs, in the working tree and at BASE (default: output)")
+    diff.add_argument("--format", choices=("text", "markdown"), default="text",
+                      help="text (default), or markdown for a pull request")
+    diff.set_defaults(handler=_diff)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")
     schema.set_defaults(handler=_schema)

@@ -27,6 +27,15 @@ class YamlInputError(ValueError):
     """Text that is not valid YAML; the message says where, as the parser put it."""
 
 
+_CONSTRUCTION_ERRORS = (ValueError, TypeError, ArithmeticError)
+"""What ruamel's constructors raise for a value their tag cannot hold (`!!int x`, a list as a
+mapping's key), where the parser would have raised a YAMLError."""
+
+
+def _construction_problem(failure: Exception) -> str:
+    return f"a value its tag cannot hold ({type(failure).__name__})"
+
+
 def read_document(text: str) -> Any:
     """The one document of a file people write (a kustomization, a kubeconfig), None when
     empty. The pure-Python parser reads what kustomize reads: libyaml refuses some valid YAML
@@ -59,6 +68,8 @@ def _one(text: str, loader: Any) -> Any:
         return loader.load(text)
     except YAMLError as failure:
         raise YamlInputError(str(failure)) from None
+    except _CONSTRUCTION_ERRORS as failure:
+        raise YamlInputError(_construction_problem(failure)) from None
 
 
 def _every(text: str, loader: Any) -> list[Any]:
@@ -68,6 +79,8 @@ def _every(text: str, loader: Any) -> list[Any]:
         return list(loader.load_all(text))
     except YAMLError as failure:
         raise YamlInputError(str(failure)) from None
+    except _CONSTRUCTION_ERRORS as failure:
+        raise YamlInputError(_construction_problem(failure)) from None
 
 
 def _loader(*, pure: bool) -> Any:

@@ -11,4 +11,6 @@ PYTHONPATH=.typing lint-imports
 if command -v go >/dev/null; then
   bash scripts/control-plane.sh build --gitops both
 fi
-python -m pytest "$@"
+# Every tier (`-m ""` lifts the fast-tier default of pyproject.toml), over the cores: each
+# control plane's tests share one worker (--dist loadgroup), the rest spread over the others.
+python -m pytest -m "" --numprocesses auto --dist loadgroup "$@"

@@ -45,6 +45,7 @@ from .problems import (
 from .rules import check_rules
 from .scripts import Script, directory_command_problem, read_script
 from .secrets import find_literal_secrets
+from .sweep import Trial, trial_count
 from .yaml_documents import documents
 from .yaml_limits import (
     MAXIMUM_DOCUMENTS,
@@ -54,7 +55,8 @@ from .yaml_limits import (
     describe_yaml_error,
 )
 
-__all__ = ["LoadedJob", "Script", "discover", "display_path", "is_job_file", "load_jobs"]
+__all__ = ["LoadedJob", "Script", "Trial", "discover", "display_path", "is_job_file",
+           "load_jobs"]
 
 @dataclass(frozen=True)
 class LoadedJob:
@@ -66,6 +68,9 @@ class LoadedJob:
     locations: Locations
     source_digest: str = ""
     """SHA-256 of the bytes of `source` this job was loaded from (hex)."""
+    trial: Trial | None = None
+    """For one trial of a sweep (`compiler.objects.sweep.trials`): its point; `job` is then
+    the trial's job, named for it."""
 
     def locate(self, problem: Problem) -> LocatedProblem:
         location = self.locations.locate(problem.path, key=problem.key)
@@ -151,7 +156,23 @@ def load_jobs(path: Path) -> list[LoadedJob]:
             problems.extend(error.problems)
     if problems:
         raise SpecError(problems)
+    _check_trials(loaded)
     return loaded
+
+
+def _check_trials(loaded: list[LoadedJob]) -> None:
+    """A file defines at most `MAXIMUM_DOCUMENTS` jobs, each trial of a sweep counted: every
+    job costs a build its compiling and a dozen files."""
+    count = 0
+    for job in loaded:
+        sweep = job.job.spec.sweep
+        count += 1 if sweep is None else trial_count(sweep)
+        if count > MAXIMUM_DOCUMENTS:
+            where = ("spec", "sweep", "parameters") if sweep is not None else ("metadata", "name")
+            raise job.fail([Problem(where, f"the file defines {count} jobs up to here, a "
+                                    "sweep's trials counted; a file may define at most "
+                                    f"{MAXIMUM_DOCUMENTS} jobs: put the others in further "
+                                    "files")])
 
 
 def _load_document(document: Any, path: Path, shown: str, digest: str) -> LoadedJob:

@@ -42,6 +42,10 @@ PATTERN_DESCRIPTIONS = {
         "must be an environment variable name: letters, digits, '_', '-' and '.', not starting "
         "with a digit"
     ),
+    models.METRIC_NAME_PATTERN: (
+        "must be a metric name of the result: at most 63 letters, digits, '_', '-' and '.', "
+        "starting with a letter or '_'"
+    ),
     models.CONFIG_KEY_PATTERN: (
         "must be a key of a Secret or ConfigMap: letters, digits, '-', '_' and '.'"
     ),

@@ -44,6 +44,7 @@ CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei|e[0-9]+)?$"
 ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
 OVERLAY_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9_]*[a-z0-9])?$"
+METRIC_NAME_PATTERN = r"^[A-Za-z_][-A-Za-z0-9_.]{0,62}$"
 
 
 def _no_entries() -> dict[Any, Any]:
@@ -248,6 +249,43 @@ class GangScheduler(StrEnum):
     KUEUE = "kueue"
 
 
+NodeLabelKey = Annotated[
+    str, StringConstraints(strict=True, pattern=QUALIFIED_NAME_PATTERN, max_length=63)
+]
+"""A node label's key that names a topology level (Kueue's Workload keeps at most 63
+characters of it)."""
+
+
+class Topology(SpecModel):
+    """Kueue's topology-aware scheduling: the node label of a level of the data centre (a rack,
+    a block) within one of whose domains the job's pods are placed."""
+
+    required: NodeLabelKey | None = Field(
+        default=None,
+        description="Place the pods within one domain of this level, or not at all "
+        "(Kueue's kueue.x-k8s.io/podset-required-topology).",
+    )
+    preferred: NodeLabelKey | None = Field(
+        default=None,
+        description="Place the pods within one domain of this level if they fit, else of the "
+        "levels above it (Kueue's kueue.x-k8s.io/podset-preferred-topology).",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_level(self) -> "Topology":
+        if (self.required is None) == (self.preferred is None):
+            raise ValueError("give exactly one of required or preferred (a node label naming "
+                             "a topology level, such as cloud.provider.com/topology-rack)")
+        return self
+
+    def annotation(self) -> tuple[str, str]:
+        """(Kueue's annotation, the level's node label)."""
+        if self.required is not None:
+            return "kueue.x-k8s.io/podset-required-topology", self.required
+        assert self.preferred is not None
+        return "kueue.x-k8s.io/podset-preferred-topology", self.preferred
+
+
 class Scheduling(SpecModel):
     """Gang scheduling: every pod of the job is placed together, or none is."""
 
@@ -259,6 +297,11 @@ class Scheduling(SpecModel):
     queue: ObjectName | None = Field(
         default=None,
         description="Volcano: the Queue; Kueue: the LocalQueue of the job's namespace.",
+    )
+    topology: Topology | None = Field(
+        default=None,
+        description="With gang: kueue, Kueue's topology-aware scheduling: every pod of the "
+        "job within one domain of a node-label level (required or preferred).",
     )
 
 
@@ -333,9 +376,33 @@ class ScratchStorage(SpecModel):
     size_limit: Quantity | None = None
 
 
+class ClaimMount(SpecModel):
+    """An existing PersistentVolumeClaim (a dataset, a model store) mounted into the pods of
+    every role or of some. tfcompile never creates, changes or deletes it."""
+
+    name: Annotated[
+        str, StringConstraints(strict=True, pattern=DNS_LABEL_PATTERN, max_length=63)
+    ] = Field(description="The pod volume's name (a DNS label), unique in the job.")
+    claim_name: ObjectName = Field(description="The existing claim, in the job's namespace.")
+    mount_path: AbsolutePath
+    read_only: StrictBool = Field(
+        description="true: the pods only read it (a dataset); false: they may write. Required: "
+        "a claim tfcompile does not own is never written by surprise.")
+    sub_path: Annotated[str, StringConstraints(strict=True, min_length=1, max_length=4096)] | \
+        None = Field(default=None, description="A folder of the claim to mount instead of its "
+                     "root (relative, no `..`).")
+    roles: list[RoleName] | None = Field(
+        default=None, description="The roles that mount it (omitted: every role).")
+
+
 class Storage(SpecModel):
     shared: SharedStorage | None = None
     scratch: ScratchStorage | None = None
+    volumes: list[ClaimMount] = Field(
+        default_factory=_no_items,
+        description="Existing claims mounted read-only or read-write, per role or in every "
+        "role; never created or deleted by tfcompile.",
+    )
 
 
 class TensorBoard(SpecModel):
@@ -349,6 +416,20 @@ class TensorBoard(SpecModel):
         description="With serviceType LoadBalancer: the client CIDRs allowed (the Service's "
         "loadBalancerSourceRanges).",
     )
+    pod_template: PodTemplate | None = Field(
+        default=None,
+        description="A pod template fragment for the TensorBoard pod (resources, nodeSelector, "
+        "tolerations, volumes, sidecars, …), merged as a role's podTemplate is. The container "
+        "named `tensorboard` is tfcompile's.",
+    )
+
+
+class Compatibility(StrEnum):
+    """An earlier tool whose scripts read variables of their own (set only for jobs that ask)."""
+
+    TF_SPAWNER = "tf-spawner"
+    ELASTICDL = "elasticdl"
+    TF1_FLAGS = "tf1-flags"
 
 
 class OnSuccess(StrEnum):
@@ -371,6 +452,38 @@ class FailurePolicy(SpecModel):
     do_not_retry_exit_codes: list[ExitCode] = Field(
         default_factory=_no_items,
         description="Exit codes that mean a permanent failure: the task stops at once.",
+    )
+
+
+class Goal(StrEnum):
+    """Which end of a sweep's objective metric is best."""
+
+    MAXIMIZE = "maximize"
+    MINIMIZE = "minimize"
+
+
+SweepValue = Annotated[str, StringConstraints(strict=True, max_length=256)]
+MetricName = Annotated[str, StringConstraints(strict=True, pattern=METRIC_NAME_PATTERN)]
+
+
+class Objective(SpecModel):
+    """How `tfcompile status` ranks a sweep's trials: by one metric of their results."""
+
+    metric: MetricName
+    goal: Goal = Goal.MAXIMIZE
+
+
+class Sweep(SpecModel):
+    """A grid of values: the job compiles to one trial (a job of its own) per point."""
+
+    parameters: dict[EnvironmentName, list[SweepValue]] = Field(
+        description="Environment variable -> its values (strings); every combination is a "
+        "trial, whose training sees one value of each as that variable ($(NAME) in args).",
+    )
+    objective: Objective | None = Field(
+        default=None,
+        description="The metric of the trials' results (the JSON object a training writes at "
+        "$TFCOMPILE_RESULT_FILE) by which `tfcompile status` puts the best trial first.",
     )
 
 
@@ -406,6 +519,11 @@ class JobSpec(SpecModel):
         "none); `{ingress: [...]}` admits more sources.",
     )
     suspend: StrictBool = False
+    compatibility: list[Compatibility] = Field(
+        default_factory=_no_items,
+        description="Earlier tools whose scripts run unchanged: tf-spawner sets WORKER_NUMBER "
+        "and TOT_WORKERS, elasticdl NUM_WORKERS, tf1-flags JOB_NAME, PS_HOSTS and WORKER_HOSTS.",
+    )
     not_secret: list[NotSecretName] = Field(
         default_factory=_no_items,
         description=(
@@ -429,6 +547,11 @@ class JobSpec(SpecModel):
     failure_policy: FailurePolicy | None = Field(
         default=None,
         description="Stop retrying a failing task (omitted: the kubelet restarts it forever).",
+    )
+    sweep: Sweep | None = Field(
+        default=None,
+        description="A hyper-parameter grid: one job (trial) per point, named <name>-<digest "
+        "of the point's values>, each with its own output directory.",
     )
 
     def resolved_strategy(self) -> Strategy:

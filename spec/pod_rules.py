@@ -15,6 +15,7 @@ from typing import Any
 from .models import GangScheduler, JobSpec, ServiceType, TrainingJob
 from .pod_template import (
     INGRESS_RULE_DEFINITION,
+    TENSORBOARD_CONTAINER,
     mapping,
     mappings,
     owned_field_problems,
@@ -28,6 +29,9 @@ SHIPPED_WITHOUT_INTERNAL = {"gpu"}
 RESERVED_VOLUMES = ("script", "tfcompile-state", "tfcompile-home", "tfcompile-tmp", "shared",
                     "scratch")
 """Volume names tfcompile gives the pods of a role."""
+
+TENSORBOARD_VOLUMES = ("shared", "tfcompile-home", "tfcompile-tmp")
+"""Volume names tfcompile gives the TensorBoard pod."""
 
 
 def check_kubernetes_fields(
@@ -49,6 +53,14 @@ def check_kubernetes_fields(
         if not found:
             yield from owned_field_problems(path, fragment, reserved_environment,
                                             RESERVED_VOLUMES, reserved_mount_path)
+    if spec.tensorboard is not None and spec.tensorboard.pod_template is not None:
+        path = ("spec", "tensorboard", "podTemplate")
+        found = list(schema_problems(path, spec.tensorboard.pod_template))
+        yield from found
+        if not found:
+            yield from owned_field_problems(path, spec.tensorboard.pod_template, (),
+                                            TENSORBOARD_VOLUMES, reserved_mount_path,
+                                            TENSORBOARD_CONTAINER)
     yield from _check_root(job)
     yield from _check_scheduling(spec)
     yield from _check_network_policy(spec)
@@ -100,6 +112,9 @@ def _check_root(job: TrainingJob) -> Iterator[Problem]:
 def _check_scheduling(spec: JobSpec) -> Iterator[Problem]:
     scheduling = spec.scheduling
     where = ("spec", "scheduling")
+    if scheduling.topology is not None and scheduling.gang is not GangScheduler.KUEUE:
+        yield Problem((*where, "topology"), "topology-aware scheduling is Kueue's: set "
+                      "scheduling.gang: kueue (and its queue), or remove topology")
     if scheduling.gang is None:
         if scheduling.queue is not None:
             yield Problem((*where, "queue"), "a queue belongs to a gang scheduler: set "

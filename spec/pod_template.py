@@ -219,15 +219,33 @@ _CONTAINER_FIELDS_OWNED = {
 RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
 
 
+TENSORBOARD_CONTAINER = "tensorboard"
+"""The container of the TensorBoard pod tfcompile generates."""
+
+TENSORBOARD_POD_FIELDS_OWNED = {
+    "restartPolicy": "a Deployment's pods always restart (`Always`)",
+    "activeDeadlineSeconds": "a Deployment refuses it",
+}
+TENSORBOARD_CONTAINER_FIELDS_OWNED = {
+    "image": "set spec.tensorboard.image",
+    "command": "tfcompile runs `tensorboard --logdir <tensorboard.logDir>`",
+    "args": "tfcompile runs `tensorboard --logdir <tensorboard.logDir>`",
+}
+
+
 def owned_field_problems(
     path: FieldPath,
     fragment: Mapping[str, Any],
     reserved_environment: tuple[str, ...],
     reserved_volumes: tuple[str, ...],
     reserved_mount_path: str,
+    container_name: str = TENSORFLOW_CONTAINER,
 ) -> Iterator[Problem]:
     """Fields of a (schema-valid) fragment that tfcompile sets itself or a StatefulSet forbids,
-    each with the spec field to use instead."""
+    each with the spec field to use instead. `container_name` is tfcompile's container in the
+    pod (`tensorflow` in a role's, `tensorboard` in TensorBoard's)."""
+    tensorboard = container_name == TENSORBOARD_CONTAINER
+    pod_fields = TENSORBOARD_POD_FIELDS_OWNED if tensorboard else POD_FIELDS_OWNED
     metadata = mapping(fragment.get("metadata"))
     for field, advice in _METADATA_FIELDS_OWNED.items():
         if field in metadata:
@@ -241,7 +259,7 @@ def owned_field_problems(
                     f"keys under {' and '.join(RESERVED_LABEL_PREFIXES)} are set by tfcompile; "
                     "choose another key", key=True)
     spec = mapping(fragment.get("spec"))
-    for field, advice in POD_FIELDS_OWNED.items():
+    for field, advice in pod_fields.items():
         if field in spec:
             yield Problem((*path, "spec", field), f"not allowed in podTemplate: {advice}",
                           key=True)
@@ -253,12 +271,16 @@ def owned_field_problems(
     for kind in ("containers", "initContainers", "ephemeralContainers"):
         for index, container in mappings(spec.get(kind)):
             where = (*path, "spec", kind, index)
-            if kind == "containers" and container.get("name") == TENSORFLOW_CONTAINER:
-                yield from _tensorflow_container_problems(where, container,
-                                                          reserved_environment)
-            elif container.get("name") == TENSORFLOW_CONTAINER:
-                yield Problem((*where, "name"), f"{TENSORFLOW_CONTAINER!r} is the name of "
-                              "tfcompile's training container; choose another name")
+            if kind == "containers" and container.get("name") == container_name:
+                if tensorboard:
+                    yield from _owned_container_fields(where, container,
+                                                       TENSORBOARD_CONTAINER_FIELDS_OWNED)
+                else:
+                    yield from _tensorflow_container_problems(where, container,
+                                                              reserved_environment)
+            elif container.get("name") == container_name:
+                yield Problem((*where, "name"), f"{container_name!r} is the name of "
+                              "tfcompile's container; choose another name")
             for mount_index, mount in mappings(container.get("volumeMounts")):
                 mount_path = str(mount.get("mountPath", ""))
                 if (mount_path.rstrip("/") + "/").startswith(reserved_mount_path + "/"):
@@ -267,13 +289,18 @@ def owned_field_problems(
                                   "launcher state and script; choose another path")
 
 
+def _owned_container_fields(where: FieldPath, container: Mapping[str, Any],
+                            owned: Mapping[str, str]) -> Iterator[Problem]:
+    for field, advice in owned.items():
+        if field in container:
+            yield Problem((*where, field), f"tfcompile sets the {container.get('name')} "
+                          f"container's {field}: {advice}", key=True)
+
+
 def _tensorflow_container_problems(
     where: FieldPath, container: Mapping[str, Any], reserved_environment: tuple[str, ...]
 ) -> Iterator[Problem]:
-    for field, advice in _CONTAINER_FIELDS_OWNED.items():
-        if field in container:
-            yield Problem((*where, field), f"tfcompile sets the {TENSORFLOW_CONTAINER} "
-                          f"container's {field}: {advice}", key=True)
+    yield from _owned_container_fields(where, container, _CONTAINER_FIELDS_OWNED)
     for index, variable in mappings(container.get("env")):
         if variable.get("name") in reserved_environment:
             yield Problem((*where, "env", index, "name"),

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Iterator
+from typing import Any
 
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
-from .pod_rules import check_kubernetes_fields
-from .problems import Problem
+from .pod_rules import RESERVED_VOLUMES, check_kubernetes_fields
+from .pod_template import mapping, mappings
+from .problems import FieldPath, Problem, format_path
+from .sweep import SWEEP_VARIABLES, check_sweep
 
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
 """The pod's revision, which the launcher and its revision gate read."""
@@ -30,12 +33,20 @@ RESERVED_ENVIRONMENT = (
     "WORKER_HOSTS",
     "TF_CONFIG",
     REVISION_VARIABLE,
+    *SWEEP_VARIABLES,
 )
-"""Variables tfcompile sets in every TensorFlow container."""
+"""Variables tfcompile sets in every TensorFlow container (the last two in a sweep's trials)."""
 
 RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
 
 RESERVED_MOUNT_PATH = "/opt/tfcompile"
+
+TMP_MOUNT_PATH = "/tmp"
+"""An emptyDir in every pod tfcompile generates (the image's own /tmp may be read-only)."""
+
+SMB_OVERLAY = "azure-smb"
+STORAGE_CLASS_OVERLAYS = ("azure", SMB_OVERLAY)
+"""Components shipped with tfcompile that choose the shared claim's storage class."""
 
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -62,6 +73,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_storage(spec)
     yield from _check_tensorboard(spec)
     yield from _check_overlays(spec)
+    yield from check_sweep(job, RESERVED_ENVIRONMENT)
     yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
 
 
@@ -173,12 +185,17 @@ def _check_storage(spec: JobSpec) -> Iterator[Problem]:
                     )
         elif shared.size is None:
             yield Problem(path, "give size (a new ReadWriteMany claim) or existingClaim")
-        if shared.storage_class_name is not None and "azure" in spec.overlays:
+        chosen = [name for name in STORAGE_CLASS_OVERLAYS if name in spec.overlays]
+        if shared.storage_class_name is not None and chosen:
             yield Problem(
                 (*path, "storageClassName"),
-                "the azure overlay chooses the storage class (Azure Files); remove "
+                f"the {chosen[0]} overlay chooses the storage class (Azure Files); remove "
                 "storageClassName or the overlay",
             )
+    if all(name in spec.overlays for name in STORAGE_CLASS_OVERLAYS):
+        yield Problem(("spec", "overlays", spec.overlays.index(SMB_OVERLAY)),
+                      "azure (Azure Files over NFS) and azure-smb (over SMB) each choose the "
+                      "shared claim's storage class: name one of them")
     if scratch is not None:
         mounts.append((("spec", "storage", "scratch", "mountPath"), scratch.mount_path))
     for where, mount_path in mounts:
@@ -189,6 +206,69 @@ def _check_storage(spec: JobSpec) -> Iterator[Problem]:
                              _inside(mounts[1][1], mounts[0][1])):
         yield Problem(mounts[1][0], "shared and scratch storage must not be mounted inside "
                       "each other")
+    yield from _check_claim_mounts(spec, mounts)
+
+
+def _check_claim_mounts(spec: JobSpec,
+                        every_role: list[tuple[tuple[str, ...], str]]) -> Iterator[Problem]:
+    """`storage.volumes`: names unique and not tfcompile's, roles defined, paths apart from each
+    other and from what tfcompile mounts in the same pods."""
+    defined = {name for name, _ in spec.roles.defined()}
+    names: dict[str, int] = {}
+    placed: list[tuple[FieldPath, str, set[RoleName]]] = [
+        (where, path, set(defined)) for where, path in every_role]
+    for index, volume in enumerate(spec.storage.volumes):
+        path: FieldPath = ("spec", "storage", "volumes", index)
+        if volume.name in RESERVED_VOLUMES:
+            yield Problem((*path, "name"), f"the volume names {', '.join(RESERVED_VOLUMES)} are "
+                          "tfcompile's; choose another name")
+        elif volume.name in names:
+            yield Problem((*path, "name"), f"this volume name is used twice (also at "
+                          f"storage.volumes[{names[volume.name]}])")
+        names.setdefault(volume.name, index)
+        roles = set(defined) if volume.roles is None else set(volume.roles)
+        if volume.roles is not None:
+            if not volume.roles:
+                yield Problem((*path, "roles"), "list at least one role, or leave roles out to "
+                              "mount the claim in every role")
+            for role_index, role in enumerate(volume.roles):
+                if role not in defined:
+                    yield Problem((*path, "roles", role_index),
+                                  f"the job has no {role.value} role; roles defined: "
+                                  f"{', '.join(sorted(name.value for name in defined))}")
+                elif volume.roles.index(role) != role_index:
+                    yield Problem((*path, "roles", role_index), "this role is listed twice")
+        if volume.sub_path is not None:
+            parts = volume.sub_path.split("/")
+            if volume.sub_path.startswith("/") or ".." in parts or "\x00" in volume.sub_path:
+                yield Problem((*path, "subPath"), "a folder inside the claim: a relative path "
+                              "without `..` components")
+        where = (*path, "mountPath")
+        mount_path = volume.mount_path
+        if _inside(mount_path, RESERVED_MOUNT_PATH) or any(
+                _inside(reserved, mount_path) for reserved in (RESERVED_MOUNT_PATH,
+                                                                TMP_MOUNT_PATH)):
+            yield Problem(where, f"{RESERVED_MOUNT_PATH} (tfcompile's launcher, script and home) "
+                          f"and {TMP_MOUNT_PATH} are mounted by tfcompile in every pod; choose a "
+                          "path apart from them")
+            continue
+        for other_where, other_path, other_roles in placed:
+            if roles & other_roles and (_inside(mount_path, other_path) or
+                                        _inside(other_path, mount_path)):
+                yield Problem(where, f"mounted in the same pods as {format_path(other_where)} "
+                              "and inside it (or it inside this): give each volume a path of "
+                              "its own")
+                break
+        placed.append((where, mount_path, roles))
+    templates: list[tuple[FieldPath, Any]] = [(("spec", "podTemplate"), spec.pod_template)]
+    templates.extend((("spec", "roles", name.value, "podTemplate"), role.pod_template)
+                     for name, role in spec.roles.defined())
+    for template_path, fragment in templates:
+        for index, entry in mappings(mapping(mapping(fragment).get("spec")).get("volumes")):
+            name = entry.get("name")
+            if isinstance(name, str) and name in names:  # other shapes: pod_rules reports them
+                yield Problem((*template_path, "spec", "volumes", index, "name"),
+                              "storage.volumes names a volume so too: choose another name")
 
 
 def _check_tensorboard(spec: JobSpec) -> Iterator[Problem]:

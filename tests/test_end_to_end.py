@@ -236,6 +236,10 @@ def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Pa
     assert list(temporary.iterdir()) == []
 
 
+KILLED_EPOCHS = 40
+STAND_IN = Path(__file__).with_name("stand_in_training.py")
+
+
 def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:
     shared = tmp_path / "mnist-shared"
     log = shared / "progress" / "worker-1.log"
@@ -248,12 +252,15 @@ def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
+    # run-local's restart is the subject, not TensorFlow's recovery (test_training_scripts.py
+    # kills real TensorFlow workers): the stand-in program keeps the example's files.
     job = tmp_path / "job" / "job.yaml"
     job.parent.mkdir()
-    shutil.copy(EXAMPLES / "mnist" / "train.py", job.parent / "train.py")
+    shutil.copy(STAND_IN, job.parent / "train.py")
     job.write_text((EXAMPLES / "mnist" / "job.yaml").read_text().replace(
         'args: [--epochs, "8", --shared-dir, /mnt/shared]',
-        'args: [--epochs, "8", --shared-dir, /mnt/shared, --collective-timeout, "20"]'))
+        f'args: [--epochs, "{KILLED_EPOCHS}", --shared-dir, /mnt/shared, --epoch-seconds,'
+        ' "0.25"]'))
     status, output = run_local(job, tmp_path, on_line=kill_in_the_middle)
     assert killed, "the worker was never killed: " + output[-2000:]
     assert status == 0, output[-3000:]
@@ -262,10 +269,9 @@ def test_a_killed_worker_resumes_from_the_checkpoint(tmp_path: Path) -> None:
     assert len(attempts) >= 2, "the killed worker did not start again"
     resumed = [record["epoch"] for record in records if record["attempt"] == attempts[-1]]
     assert resumed[0] > 0, f"training started over: {records}"
-    assert resumed[-1] == 7
+    assert resumed[-1] == KILLED_EPOCHS - 1
     result = read_json(shared / "results" / "worker-1.json")
-    assert result["epochs_completed"] == 8 and result["initial_epoch"] > 0
-    assert result["accuracy"] >= ACCURACY_BAR
+    assert result["epochs_completed"] == KILLED_EPOCHS and result["initial_epoch"] > 0
 
 
 def test_after_success_the_launcher_idles_instead_of_training_again(tmp_path: Path) -> None:

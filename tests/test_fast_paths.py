@@ -39,6 +39,7 @@ from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
 from tfcompile.compiler.checking.validation.validator import validate_rendered
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (
@@ -319,7 +320,7 @@ def test_every_compiled_example_takes_the_direct_layout() -> None:
     jobs = [job for path in discover([EXAMPLES]) for job in load_jobs(path)]
     assert len(jobs) >= 4
     for job in jobs:
-        objects = build_objects(job)
+        objects = build_objects(job, shipped_launcher())
         for document in objects:
             assert _in_direct_layout(document), (job.job.metadata.name, document["kind"])
         assert _in_direct_layout(kustomization([file_name(item) for item in objects],

@@ -24,6 +24,7 @@ from tests.go_modules import (
     volcano_source,
 )
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 JOB_NAME = "gang"
@@ -42,7 +43,7 @@ def compile_with(tmp_path: Path, scheduling: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
     path.write_text(gang_job(scheduling))
     (loaded,) = load_jobs(path)
-    return build_objects(loaded)
+    return build_objects(loaded, shipped_launcher())
 
 
 def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -104,7 +105,7 @@ def test_pod_groups_come_a_sync_wave_before_the_rest_of_the_job(tmp_path: Path) 
         "  namespace: research\n",
         "  namespace: research\n  annotations: {argocd.argoproj.io/sync-wave: '-3'}\n"))
     (loaded,) = load_jobs(path)
-    objects = build_objects(loaded)
+    objects = build_objects(loaded, shipped_launcher())
     (group,) = of_kind(objects, "PodGroup")
     assert group["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "-4"
     assert {item["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
@@ -153,6 +154,45 @@ def test_kueue_gets_one_pod_group_across_all_roles(tmp_path: Path) -> None:
         (kueue / "config" / "components" / "crd" / "bases" /
          "kueue.x-k8s.io_localqueues.yaml").read_text())
     assert local_queue["spec"]["names"]["kind"] == "LocalQueue"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("level", "constant"), [
+    ("required", "PodSetRequiredTopologyAnnotation"),
+    ("preferred", "PodSetPreferredTopologyAnnotation"),
+])
+def test_kueue_topology_is_on_every_pod_in_kueues_words(
+    tmp_path: Path, level: str, constant: str,
+) -> None:
+    label = "cloud.provider.com/topology-rack"
+    objects = compile_with(tmp_path, f"{{gang: kueue, queue: team-a, topology: {{{level}: "
+                                     f"{label}}}}}")
+    kueue = module_directory(KUEUE)
+    key = go_string_constant(kueue / "apis" / "kueue" / "v1beta2" / "topology_types.go",
+                             constant)
+    for item in of_kind(objects, "StatefulSet"):
+        assert item["spec"]["template"]["metadata"]["annotations"][key] == label
+        assert key not in item["metadata"].get("annotations", {})
+    # Kueue copies the level into its Workload's pod sets, and a Topology names it by node label:
+    # what a job may say must fit both CRDs (the Workload keeps at most 63 characters).
+    crds = kueue / "config" / "components" / "crd" / "bases"
+    workload = crd_schema(crds / "kueue.x-k8s.io_workloads.yaml", "v1beta2")
+    request = workload["properties"]["spec"]["properties"]["podSets"]["items"]["properties"][
+        "topologyRequest"]
+    topology = crd_schema(crds / "kueue.x-k8s.io_topologies.yaml", "v1beta2")
+    longest = "a" * 63
+    for value in (label, longest):
+        compile_with(tmp_path, f"{{gang: kueue, queue: team-a, topology: {{{level}: {value}}}}}")
+        jsonschema.validate({level: value}, request)
+        jsonschema.validate({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                             "metadata": {"name": "racks"},
+                             "spec": {"levels": [{"nodeLabel": value}]}}, topology)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({level: longest + "a"}, request)
+    (tmp_path / "job.yaml").write_text(gang_job(
+        f"{{gang: kueue, queue: team-a, topology: {{{level}: {longest}a}}}}"))
+    with pytest.raises(Exception, match="at most 63"):
+        load_jobs(tmp_path / "job.yaml")
 
 
 @pytest.mark.parametrize(

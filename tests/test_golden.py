@@ -7,6 +7,7 @@ refused under CI, where a stale output/ must fail instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -31,6 +32,12 @@ def test_output_matches_the_examples(
 
 
 def test_every_example_has_an_output_directory() -> None:
+    """One directory per job: an example's own, or one per trial of the sweep's 3 x 3 grid."""
     examples = sorted(p.parent.name for p in EXAMPLES.glob("*/job.yaml"))
-    assert examples == ["mnist", "parameter-server", "tensorflow1", "tf-spawner"]
-    assert sorted(p.name for p in OUTPUT.iterdir() if p.is_dir()) == examples
+    assert examples == ["mnist", "parameter-server", "sweep", "tensorflow1", "tf-spawner"]
+    directories = sorted(p.name for p in OUTPUT.iterdir() if p.is_dir())
+    trials = [name for name in directories if name.startswith("sweep-")]
+    assert len(trials) == 9
+    assert all(re.fullmatch(r"sweep-[0-9a-f]{8}", name) for name in trials), trials
+    assert [name for name in directories if name not in trials] == [
+        name for name in examples if name != "sweep"]

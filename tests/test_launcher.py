@@ -7,6 +7,7 @@ the API server and the release are tested against a real API server in tests/clu
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import json
 import os
@@ -24,10 +25,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
+from tfcompile.compiler.launcher import program
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
-from tfcompile.spec.rules import REVISION_VARIABLE
+from tfcompile.spec.rules import RESERVED_MOUNT_PATH, REVISION_VARIABLE
 
 JOB = job_text(image="tf", command="[python, train.py]",
                roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}")
@@ -49,17 +52,17 @@ class Pod:
     def __post_init__(self) -> None:
         self.state = self.directory / "state"
         self.state.mkdir(parents=True, exist_ok=True)
-        (self.directory / "launcher.py").write_text(launcher.PROGRAM)
+        (self.directory / "launcher.py").write_text(shipped_launcher().text)
         (self.directory / "settings.json").write_text(launcher.settings_text(self.settings))
 
     def start(self, command: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [sys.executable, str(self.directory / "launcher.py"), f"--state={self.state}",
-             f"--account={self.directory / 'no-account'}",
+             f"--account={self.directory / 'no-account'}", "--role=worker",
              f"--settings={self.directory / 'settings.json'}", "--", "sh", "-c", command],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
-            env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": "1",
+            env={**os.environ, "TASK_INDEX": "1",
                  "TFCOMPILE_REVISION": "0123456789ab"},
         )
 
@@ -79,13 +82,24 @@ def stop(process: subprocess.Popen[str]) -> str:
     return process.stdout.read() if process.stdout else ""
 
 
-def test_the_program_has_no_dollar_and_is_valid_python(tmp_path: Path) -> None:
-    for text in launcher_data(load_jobs_text(tmp_path)).values():
+def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
+        tmp_path: Path) -> None:
+    for text in launcher_data(load_jobs_text(tmp_path), shipped_launcher()).values():
         assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
-    (tmp_path / "launcher.py").write_text(launcher.PROGRAM)
+    text = shipped_launcher().text
+    (tmp_path / "launcher.py").write_text(text)
     py_compile.compile(str(tmp_path / "launcher.py"), doraise=True)
-    # The program is fixed text; it must read the variable the StatefulSets set.
-    assert f'os.environ.get("{REVISION_VARIABLE}")' in launcher.PROGRAM
+    # TensorFlow images have Python 3.8 and later, and nothing but the standard library.
+    tree = ast.parse(text, feature_version=(3, 8))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom)}
+    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
+    # The text shipped is the module the tests import, and it agrees with the spec.
+    assert text == Path(program.__file__).read_text()
+    assert program.REVISION_VARIABLE == REVISION_VARIABLE
+    assert program.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
 
 
 def load_jobs_text(tmp_path: Path) -> Any:
@@ -123,6 +137,29 @@ def test_success_is_recorded_and_a_restart_idles_instead_of_training_again(
     assert "task worker-1 of revision 0123456789ab: succeeded (recorded)" in output
     assert "this task already succeeded; idling" in output
     assert runs.read_text() == "trained\n"
+
+
+@pytest.mark.slow
+def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -> None:
+    """The settings sit in a ConfigMap updated in place: a pod of another revision than theirs
+    (an old pod during a roll, a new one before the kubelet refreshes its files) must not train
+    with them, and trains once the file is of its revision (SIGTERM still stops it at once)."""
+    settings = settings_of(tmp_path)
+    pod = Pod(tmp_path, {**settings, program.REVISION_SETTING: "ba9876543210"})
+    runs = tmp_path / "runs"
+    waiting = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    assert idles(waiting, seconds=2.0)
+    assert not runs.exists()
+    assert "waiting" in stop(waiting)
+    refreshed = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
+    time.sleep(1.0)
+    (tmp_path / "settings.json").write_text(launcher.settings_text(
+        {**settings, program.REVISION_SETTING: "0123456789ab"}))
+    deadline = time.monotonic() + program.SETTINGS_WAIT_SECONDS + 5
+    while not runs.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert runs.read_text() == "trained\n"
+    assert "training succeeded; idling" in stop(refreshed)
 
 
 @pytest.mark.slow
@@ -219,9 +256,9 @@ class GatedTask:
                 [sys.executable, str(pod.directory / "launcher.py"), f"--state={pod.state}",
                  f"--account={pod.directory / 'no-account'}",
                  f"--settings={pod.directory / 'settings.json'}", f"--listen={self.address}",
-                 "--", "sh", "-c", command],
+                 "--role=worker", "--", "sh", "-c", command],
                 stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                env={**os.environ, "JOB_NAME": "worker", "TASK_INDEX": str(self.index),
+                env={**os.environ, "TASK_INDEX": str(self.index),
                      "TF_CONFIG": json.dumps(tf_config), REVISION_VARIABLE: revision})
         return process, log
 
@@ -289,25 +326,15 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
             process.wait(timeout=5)
 
 
-def program_functions() -> dict[str, Any]:
-    """The launcher's functions, defined as its container defines them (nothing runs)."""
-    namespace: dict[str, Any] = {"__name__": "tfcompile_launcher",
-                                 "__file__": "tfcompile-launcher.py"}
-    exec(compile(launcher.PROGRAM, "tfcompile-launcher.py", "exec"), namespace)
-    return namespace
-
-
-def test_a_releasing_pod_scales_its_own_statefulset_after_the_others(
-        monkeypatch: Any) -> None:
+def test_a_releasing_pod_scales_its_own_statefulset_after_the_others() -> None:
     """A pod's token is bound to the pod: scaling its own StatefulSet first would end the token
     before the others are scaled (at once, for a pod deleted without a grace period)."""
-    own_last = program_functions()["own_last"]
+    own_last = program.own_last
     names = ["demo-chief", "demo-worker", "demo-evaluator"]
     for role, order in (("chief", ["demo-worker", "demo-evaluator", "demo-chief"]),
                         ("worker", ["demo-chief", "demo-evaluator", "demo-worker"]),
                         ("evaluator", names), ("ps", names)):
-        monkeypatch.setenv("JOB_NAME", role)
-        assert own_last(names) == order
+        assert own_last(names, role) == order
 
 
 def test_the_record_format_the_cluster_enforces_is_the_launchers() -> None:

@@ -39,6 +39,7 @@ from ruamel.yaml.nodes import MappingNode, SequenceNode
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, REPOSITORY
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs
@@ -297,7 +298,7 @@ def run_case(text: str, folder: Path) -> str:
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     try:
         loaded = load_jobs(path)
-        objects = [item for job in loaded for item in build_objects(job)]
+        objects = [item for job in loaded for item in build_objects(job, shipped_launcher())]
     except SpecError as error:
         assert error.problems
         for problem in error.problems:

@@ -32,6 +32,7 @@ from tfcompile.compiler.local_run import (
 from tfcompile.compiler.local_run.network import NetworkPrograms
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.revision_gate import gate_settings
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
@@ -182,7 +183,7 @@ CLIENT_LISTENER = """
 LAUNCHER = Volume(launcher.LAUNCHER_VOLUME, "configMap", {"name": "job-launcher"})
 LAUNCHER_MOUNT = VolumeMount(launcher.LAUNCHER_VOLUME, launcher.LAUNCHER_DIRECTORY, True, None)
 LAUNCHER_CONFIG_MAPS = {"job-launcher": {
-    launcher.PROGRAM_FILE: launcher.PROGRAM,
+    launcher.PROGRAM_FILE: shipped_launcher().text,
     launcher.SETTINGS_FILE: launcher.settings_text({
         "stateConfigMap": "job-state", "successTasks": ["worker-0"], "evaluatorTasks": [],
         "onSuccess": "idle", "releaseFirst": ["job-worker"], "releaseLast": [],
@@ -193,7 +194,7 @@ LAUNCHER_CONFIG_MAPS = {"job-launcher": {
 def dns_pods(token: str) -> list[Pod]:
     server = Container(
         name="tensorflow", image="tensorflow/tensorflow:2.16.1",
-        command=launcher.command(),
+        command=launcher.command("worker"),
         args=["python", "-c", textwrap.dedent(SERVER.format(token=token))],
         environment={"CHECK": "as-given"}, unresolved=[],
         volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None, resources={},
@@ -382,7 +383,7 @@ def test_a_task_whose_failure_policy_says_stop_ends_the_run_as_failed(
     config_maps = {"job-launcher": {**LAUNCHER_CONFIG_MAPS["job-launcher"],
                                     launcher.SETTINGS_FILE: launcher.settings_text(settings)}}
     failing = Container(
-        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command(),
+        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command("worker"),
         args=["python", "-c", f"raise SystemExit(2)  # {token}"], environment={},
         unresolved=[], volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None,
         resources={})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tfcompile.compiler.objects import names, topology
 from tfcompile.spec.models import RoleName, TrainingJob
 from tfcompile.spec.rules import RESERVED_ENVIRONMENT
@@ -74,13 +76,15 @@ def test_a_job_of_one_pod_has_no_tf_config() -> None:
 
 
 def test_environment_order_defines_the_index_before_its_users() -> None:
-    job = make_job({"worker": {"replicas": 3}, "ps": {"replicas": 2}})
+    job = make_job({"worker": {"replicas": 3}, "ps": {"replicas": 2}},
+                   compatibility=["elasticdl", "tf1-flags", "tf-spawner"])
     entries = topology.environment(job, RoleName.PS)
     names_in_order = [entry["name"] for entry in entries]
     assert names_in_order == ["TASK_INDEX", "JOB_NAME", "WORKER_NUMBER", "TOT_WORKERS",
                               "NUM_WORKERS", "PS_HOSTS", "WORKER_HOSTS", "TF_CONFIG"]
-    # what the spec refuses in env: these, and the launcher's revision
-    assert (*names_in_order, "TFCOMPILE_REVISION") == RESERVED_ENVIRONMENT
+    # what the spec refuses in env: these, the launcher's revision, and a trial's two
+    assert (*names_in_order, "TFCOMPILE_REVISION", "TFCOMPILE_TRIAL",
+            "TFCOMPILE_RESULT_FILE") == RESERVED_ENVIRONMENT
     values = {entry["name"]: entry.get("value") for entry in entries}
     assert entries[0]["valueFrom"] == {
         "fieldRef": {"fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}
@@ -89,6 +93,20 @@ def test_environment_order_defines_the_index_before_its_users() -> None:
     assert values["TOT_WORKERS"] == values["NUM_WORKERS"] == "3"
     assert values["PS_HOSTS"] == "mnist-ps-0.mnist-ps:2222,mnist-ps-1.mnist-ps:2222"
     assert str(values["WORKER_HOSTS"]).count(",") == 2
+
+
+@pytest.mark.parametrize(("asked", "variables"), [
+    ([], []),
+    (["tf-spawner"], ["WORKER_NUMBER", "TOT_WORKERS"]),
+    (["elasticdl"], ["NUM_WORKERS"]),
+    (["tf1-flags"], ["JOB_NAME", "PS_HOSTS", "WORKER_HOSTS"]),
+    (["tf1-flags", "elasticdl"], ["JOB_NAME", "NUM_WORKERS", "PS_HOSTS", "WORKER_HOSTS"]),
+], ids=["none", "tf-spawner", "elasticdl", "tf1-flags", "two"])
+def test_compatibility_variables_are_set_only_for_the_tools_a_job_names(
+        asked: list[str], variables: list[str]) -> None:
+    job = make_job({"worker": {"replicas": 3}, "ps": {"replicas": 2}}, compatibility=asked)
+    names_in_order = [entry["name"] for entry in topology.environment(job, RoleName.WORKER)]
+    assert names_in_order == ["TASK_INDEX", *variables, "TF_CONFIG"]
 
 
 def test_the_port_reaches_every_host() -> None:

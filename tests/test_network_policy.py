@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import Result, job_text
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 
@@ -25,7 +26,7 @@ def compile_with(tmp_path: Path, extra: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
     path.write_text(job(extra))
     (loaded,) = load_jobs(path)
-    return build_objects(loaded)
+    return build_objects(loaded, shipped_launcher())
 
 
 def policy_of(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -49,7 +49,9 @@ def test_gpu_component_touches_only_gpu_roles() -> None:
 def test_azure_component_makes_shared_storage_azure_files() -> None:
     rendered = objects("parameter-server")
     claim = rendered["PersistentVolumeClaim/parameter-server-shared"]
-    assert claim["spec"]["storageClassName"] == "azurefile-csi"
+    # Azure Files over NFS (storage-class.yaml beside the component), which keeps the rename
+    # TensorFlow's checkpoint writes rely on.
+    assert claim["spec"]["storageClassName"] == "tfcompile-azurefile-nfs"
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     assert claim["spec"]["resources"] == {"requests": {"storage": "100Gi"}}
 
@@ -64,17 +66,6 @@ def test_azure_component_keeps_a_load_balancer_tensorboard_internal() -> None:
         headless = rendered[f"Service/parameter-server-{role}"]
         assert "service.beta.kubernetes.io/azure-load-balancer-internal" not in headless[
             "metadata"].get("annotations", {})
-
-
-def test_azure_component_turns_off_hdf5_locking_only_in_tensorflow_containers() -> None:
-    rendered = objects("parameter-server")
-    for role in ("chief", "worker", "ps", "evaluator"):
-        env = pod_spec(rendered[f"StatefulSet/parameter-server-{role}"])["containers"][0]["env"]
-        assert {"name": "HDF5_USE_FILE_LOCKING", "value": "FALSE"} in env
-        assert env[0]["name"] == "TASK_INDEX"  # appended: tfcompile's order is kept
-        assert env[-1]["name"] == "HDF5_USE_FILE_LOCKING"
-    board = pod_spec(rendered["Deployment/parameter-server-tensorboard"])["containers"][0]
-    assert "HDF5_USE_FILE_LOCKING" not in {variable["name"] for variable in board["env"]}
 
 
 def test_jobs_without_overlays_render_unchanged() -> None:

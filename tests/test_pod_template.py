@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.objects.compile import build_objects
+from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text
@@ -72,7 +73,7 @@ def compile_job(tmp_path: Path, text: str) -> list[dict[str, Any]]:
     path = tmp_path / "job.yaml"
     path.write_text(text)
     (loaded,) = load_jobs(path)
-    return build_objects(loaded)
+    return build_objects(loaded, shipped_launcher())
 
 
 def template_of(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
@@ -340,7 +341,8 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
 ) -> None:
     jobs = tmp_path / "jobs"
     jobs.mkdir()
-    (jobs / "job.yaml").write_text(job(JOB_TEMPLATE + "overlays: [gpu, azure]\n", WORKER_TEMPLATE))
+    (jobs / "job.yaml").write_text(job(JOB_TEMPLATE + "overlays: [gpu, azure-smb]\n",
+                                       WORKER_TEMPLATE))
     assert run_cli("build", str(jobs), "-o", str(tmp_path / "output"),
                    "--overlays", str(OVERLAYS)).status == 0
     rendered = subprocess.run(["kubectl", "kustomize", str(tmp_path / "output" / "demo")],
@@ -489,7 +491,7 @@ def test_every_part_of_a_pod_template_in_the_wrong_shape_is_a_located_problem(
                 path.write_text(text, encoding="utf-8")
                 try:
                     objects = [item for loaded in load_jobs(path)
-                               for item in build_objects(loaded)]
+                               for item in build_objects(loaded, shipped_launcher())]
                 except SpecError as error:
                     assert all(problem.location.line >= 1 for problem in error.problems)
                     outcomes["refused"] += 1

@@ -104,7 +104,7 @@ def test_the_generated_ci_check_passes_and_then_catches_a_stale_output(
     stale = run_check(repository, kubeconform_schema_location)
     assert stale.returncode == 1
     assert "-  replicas: 2\n+  replicas: 3\n" in stale.stdout
-    assert "+          value: '3'" in stale.stdout  # TOT_WORKERS
+    assert "example-worker-2.example-worker:2222" in stale.stdout  # TF_CONFIG
 
 
 @pytest.mark.slow
@@ -150,12 +150,74 @@ def test_workflows_run_the_check_with_the_requirement_given(repository: Path) ->
     github = load(repository / ".github/workflows/tfcompile.yaml")
     assert isinstance(github, dict)
     steps = github["jobs"]["check"]["steps"]
-    assert steps[-1]["run"] == "sh ci/check.sh"
+    assert steps[-2]["run"] == "sh ci/check.sh"
     assert f'pip install "{REQUIREMENT}"\n' in steps[2]["run"]
     gitlab = load(repository / ".gitlab-ci.yml")
     assert isinstance(gitlab, dict)
     assert gitlab["tfcompile"]["before_script"][0] == f'pip install "{REQUIREMENT}"'
-    assert gitlab["tfcompile"]["script"] == ["sh ci/check.sh"]
+    assert gitlab["tfcompile"]["script"][0] == "sh ci/check.sh"
+
+
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+                "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
+
+
+def _git(repository: Path, *arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=repository, check=True, text=True,
+                          capture_output=True, env={**os.environ, **GIT_IDENTITY}).stdout
+
+
+@pytest.mark.slow
+def test_the_ci_reports_what_merging_does(repository: Path, tmp_path: Path) -> None:
+    """GitHub: the step run on a pull request's merge commit appends the diff to the job
+    summary. GitLab: in a merge request pipeline the script writes tfcompile-diff.md, the
+    artifact the merge request links as "tfcompile diff"; in a branch pipeline, nothing."""
+    _git(repository, "init", "-q", "-b", "main")
+    _git(repository, "add", ".")
+    _git(repository, "commit", "-q", "-m", "Start")
+    _git(repository, "checkout", "-q", "-b", "more-workers")
+    job = repository / "jobs" / "example" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 4"))
+    built = subprocess.run([f"{BIN}/tfcompile", "build", "jobs"], cwd=repository,
+                           capture_output=True, text=True, check=False)
+    assert built.returncode == 0, built.stderr
+    _git(repository, "commit", "-q", "-a", "-m", "Four workers")
+    base = _git(repository, "rev-parse", "main").strip()
+    _git(repository, "checkout", "-q", "main")
+    _git(repository, "merge", "-q", "--no-ff", "-m", "Merge", "more-workers")  # as GitHub does
+    environment = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+
+    github = load(repository / ".github/workflows/tfcompile.yaml")
+    assert isinstance(github, dict)
+    step = github["jobs"]["check"]["steps"][-1]
+    assert step["if"] == "github.event_name == 'pull_request'"
+    assert github["jobs"]["check"]["steps"][0]["with"]["fetch-depth"] == 2
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier steps' summary\n")
+    subprocess.run(["sh", "-c", step["run"]], cwd=repository, check=True,
+                   env={**environment, "GITHUB_STEP_SUMMARY": str(summary)})
+    written = summary.read_text()
+    assert written.startswith("earlier steps' summary\n### tfcompile diff\n")
+    assert "#### `example`: changed\n" in written
+    assert "- replicas: `worker` 2 → 4\n" in written
+
+    gitlab = load(repository / ".gitlab-ci.yml")
+    assert isinstance(gitlab, dict)
+    job_settings = gitlab["tfcompile"]
+    assert job_settings["variables"] == {"GIT_DEPTH": "0"}
+    assert job_settings["artifacts"] == {"expose_as": "tfcompile diff",
+                                         "paths": ["tfcompile-diff.md"]}
+    _git(repository, "reset", "-q", "--hard", "more-workers")  # GitLab checks out the branch
+    script = job_settings["script"][1]
+    report = repository / "tfcompile-diff.md"
+    subprocess.run(["sh", "-c", script], cwd=repository, check=True, capture_output=True,
+                   env=environment)
+    assert not report.exists()  # a branch pipeline: no merge request to report to
+    shown = subprocess.run(["sh", "-c", script], cwd=repository, check=True, text=True,
+                           capture_output=True,
+                           env={**environment, "CI_MERGE_REQUEST_DIFF_BASE_SHA": base})
+    assert report.read_text() == shown.stdout  # in the job's log too
+    assert "- replicas: `worker` 2 → 4\n" in shown.stdout
 
 
 def test_argo_cd_and_flux_sync_every_job_directory_with_prune(repository: Path) -> None:

@@ -119,6 +119,6 @@ def test_render_prints_the_manifests_a_controller_applies(
     documents = [d for d in YAML(typ="safe").load_all(result.stdout) if d]
     assert len(documents) == 18
     claim = next(d for d in documents if d["kind"] == "PersistentVolumeClaim")
-    assert claim["spec"]["storageClassName"] == "azurefile-csi"
+    assert claim["spec"]["storageClassName"] == "tfcompile-azurefile-nfs"
     missing = run_cli("render", str(tmp_path / "nowhere"))
     assert missing.status == 1 and "Traceback" not in missing.stderr

@@ -61,6 +61,9 @@ MISTAKES = [
             "spec.roles.leader", "allowed here: chief, worker, ps, evaluator"),
     Mistake("port out of range", job("port: 70000\n"), "70000", "spec.port",
             "must be at most 65535"),
+    Mistake("unknown compatibility name", job("compatibility: [tf-spawner, horovod]\n"),
+            "horovod", "spec.compatibility[1]",
+            "must be one of 'tf-spawner', 'elasticdl' or 'tf1-flags'"),
     Mistake("the revision gate's port as the training port", job("port: 2223\n"), "2223",
             "spec.port", "port 2223 is where every task answers its revision"),
     Mistake("number as env value", job("env: {EPOCHS: 3}\n"), "3}", "spec.env.EPOCHS",
@@ -100,7 +103,7 @@ MISTAKES = [
         "tensorboard: {logDir: /var/logs}\n"), "/var/logs", "spec.tensorboard.logDir",
         "must be inside storage.shared.mountPath"),
     Mistake("overlay that overlays/ lacks", job("overlays: [gpu, nvidia]\n"), "nvidia",
-            "spec.overlays[1]", "overlays available there: azure, gpu"),
+            "spec.overlays[1]", "overlays available there: azure, azure-smb, gpu"),
     Mistake("job name too long for a StatefulSet",
             job(roles="    worker: {replicas: 2}\n    evaluator: {replicas: 1}").replace(
                 "name: demo", "name: " + "a" * 45), "a" * 45, "metadata.name",

@@ -71,10 +71,14 @@ EXAMPLE_NAMES = sorted(path.parent.name for path in EXAMPLES.glob("*/job.yaml"))
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_compiled_examples_validate_cleanly(example: str, tmp_path: Path) -> None:
-    report = validate(compile_example(example, tmp_path / "output"))
-    assert messages(report) == []
-    assert report.kubernetes_version == DEFAULT_KUBERNETES_VERSION
-    assert report.rendered == render(tmp_path / "output" / example)
+    compile_example(example, tmp_path / "output")
+    jobs = sorted((tmp_path / "output").iterdir())  # the sweep's: a job per trial
+    assert len(jobs) == (9 if example == "sweep" else 1)
+    for job in jobs:
+        report = validate(job)
+        assert messages(report) == []
+        assert report.kubernetes_version == DEFAULT_KUBERNETES_VERSION
+        assert report.rendered == render(job)
 
 
 def test_hand_written_contract_fixture_validates_and_lists_prerequisites() -> None:

@@ -12,6 +12,9 @@ compiled output, and derives one phase per job:
 - Succeeded: every task that makes the job succeed recorded success at the deployed revision;
 - Pending: a pod is missing, not scheduled or not running yet;
 - Running: otherwise.
+
+A sweep's trials are jobs too; the text shows them as one table per sweep (`sweep_status.py`):
+values, phase and result, best first.
 """
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ from tfcompile.compiler.objects.launcher import FAILED, SUCCEEDED
 from tfcompile.compiler.objects.names import state_config_map_name
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
+
+from .sweep_status import (
+    TrialInfo,
+    TrialRow,
+    committed_trials,
+    recorded_result,
+    sweep_table,
+    trial_info,
+)
 
 CONTAINER = "tensorflow"
 ABSENT = "-"
@@ -65,6 +77,16 @@ class JobStatus:
     deployed_revision: str
     committed_revision: str
     roles: list[RoleStatus] = field(default_factory=list)
+    sweep: str | None = None
+    """A sweep's trial: the sweep's name, its point, the objective, the deployed result."""
+    values: dict[str, str] = field(default_factory=dict)
+    objective: str = ""
+    result: dict[str, float] | None = None
+
+    def with_trial(self, info: TrialInfo | None) -> JobStatus:
+        if info is not None:
+            self.sweep, self.values, self.objective = info.sweep, info.values, info.objective
+        return self
 
 
 def committed_revisions(output: Path) -> dict[str, tuple[str | None, str]]:
@@ -127,6 +149,7 @@ def read_status(jobs: Iterable[str], output: Path, namespace: str | None = None,
                 all_namespaces: bool = False) -> list[JobStatus]:
     """The status of the named jobs (none named: every job in the cluster or in `output`)."""
     committed = committed_revisions(output)
+    trials = committed_trials(output)
     default_namespace = namespace or _context_namespace()
     wanted = list(jobs)
     namespaces: set[str | None] = {None if all_namespaces else default_namespace}
@@ -143,28 +166,48 @@ def read_status(jobs: Iterable[str], output: Path, namespace: str | None = None,
         if job:
             key = (job, metadata.get("namespace") or default_namespace)
             grouped.setdefault(key, []).append(item)
-    names = set(wanted) if wanted else {job for job, _ in grouped} | set(committed)
+    names = _named(wanted, grouped, trials) if wanted else \
+        {job for job, _ in grouped} | set(committed)
     statuses = []
     for name in sorted(names):
         keys = sorted(key for key in grouped if key[0] == name)
         revision = committed.get(name, (None, ABSENT))[1]
         if not keys:
             where = committed.get(name, (None, ""))[0] or default_namespace
-            statuses.append(JobStatus(name, where, "NotDeployed", ABSENT, revision))
+            statuses.append(JobStatus(name, where, "NotDeployed", ABSENT, revision)
+                            .with_trial(trials.get(name)))
         for key in keys:
-            statuses.append(job_status(name, key[1], grouped[key], revision))
+            statuses.append(job_status(name, key[1], grouped[key], revision)
+                            .with_trial(trials.get(name)))
     return statuses
 
 
-def _records(objects: list[dict[str, Any]], name: str) -> tuple[dict[str, str], list[str]]:
+def _named(wanted: list[str], grouped: dict[tuple[str, str], list[dict[str, Any]]],
+           trials: dict[str, TrialInfo]) -> set[str]:
+    """The jobs named, a sweep's name standing for its trials (live or committed)."""
+    live = {job: info for (job, _), objects in grouped.items() for item in objects
+            if item.get("kind") == "ConfigMap" and (info := trial_info(item)) is not None}
+    names = set(wanted)
+    for job, info in [*trials.items(), *live.items()]:
+        if info.sweep in wanted:
+            names.add(job)
+            names.discard(info.sweep)
+    return names
+
+
+def _state(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     for item in objects:
         if item.get("kind") == "ConfigMap" and item["metadata"].get("name") == \
                 state_config_map_name(name):
-            annotations = item["metadata"].get("annotations") or {}
-            tasks = [task for task in annotations.get(SUCCESS_TASKS_ANNOTATION, "").split(",")
-                     if task]
-            return dict(item.get("data") or {}), tasks
-    return {}, []
+            return item
+    return {}
+
+
+def _records(objects: list[dict[str, Any]], name: str) -> tuple[dict[str, str], list[str]]:
+    item = _state(objects, name)
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    tasks = [task for task in annotations.get(SUCCESS_TASKS_ANNOTATION, "").split(",") if task]
+    return dict(item.get("data") or {}), tasks
 
 
 def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
@@ -218,7 +261,11 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
         running = [p for p in own if (p.get("status") or {}).get("phase") == "Running"]
         pending = pending or len(running) < replicas
     phase = _phase(roles, records, success_tasks, revision, pending)
-    return JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles)
+    status = JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles)
+    status.with_trial(trial_info(_state(objects, name)))
+    if status.sweep is not None:
+        status.result = recorded_result(records, revision)
+    return status
 
 
 def _phase(roles: list[RoleStatus], records: dict[str, str], success_tasks: list[str],
@@ -240,10 +287,21 @@ def as_json(statuses: list[JobStatus]) -> str:
 
 
 def as_text(statuses: list[JobStatus]) -> str:
-    """A table per job: phase and revisions, then one line per role. Every text that comes from
-    the cluster (names, annotations, the records pods wrote) is printed escaped (`printable`)."""
+    """A table per sweep (its trials, best first), then per job: phase and revisions, then one
+    line per role. Every text that comes from the cluster (names, annotations, the records
+    pods wrote) is printed escaped (`printable`)."""
     lines = []
+    sweeps: dict[str, list[JobStatus]] = {}
     for status in statuses:
+        if status.sweep is not None:
+            sweeps.setdefault(status.sweep, []).append(status)
+    for sweep, trials in sorted(sweeps.items()):
+        trial_rows = [TrialRow(trial.name, trial.namespace, trial.phase, trial.values,
+                               trial.result) for trial in trials]
+        lines.extend(sweep_table(sweep, trial_rows, trials[0].objective))
+    for status in statuses:
+        if status.sweep is not None:
+            continue
         stale = "" if status.deployed_revision == status.committed_revision else " (differs)"
         lines.append(f"{printable(status.name)} ({printable(status.namespace)}): "
                      f"{status.phase}; revision deployed {printable(status.deployed_revision)}, "

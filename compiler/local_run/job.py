@@ -41,6 +41,8 @@ class LocalJobSettings:
     secrets_file: Path | None
     options: LocalRunOptions
     allow_remote: bool = False
+    job: str | None = None
+    """Which job of the file to run, when it defines several (a sweep's trials)."""
 
 
 def success_pods(pods: Sequence[Pod]) -> list[str]:
@@ -66,10 +68,15 @@ def rendered_pods(
     """Compile and render the job under `directory`; the pods and objects a cluster would get."""
     compiled = compile_all(BuildSettings(inputs=[settings.job_file], output=directory / "output",
                                          overlays=settings.overlays))
+    names = ", ".join(job.name for job in compiled)
+    if settings.job is not None:
+        compiled = [job for job in compiled if job.name == settings.job]
+        if not compiled:
+            raise LocalJobError(f"{settings.job_file} defines no job {settings.job!r}; it "
+                                f"defines {names}")
     if len(compiled) != 1:
-        names = ", ".join(job.name for job in compiled)
         raise LocalJobError(f"{settings.job_file} holds {len(compiled)} jobs ({names}); "
-                            "run-local runs one: put it in a file of its own")
+                            "run-local runs one: name it with --job (a sweep's trial, say)")
     with locked(directory / "output", exclusive=True) as location:
         write(plan(location, compiled))
     objects = parse_manifests(render(directory / "output" / compiled[0].name,

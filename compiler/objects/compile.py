@@ -13,7 +13,7 @@ from typing import Any
 from tfcompile.spec.loading import LoadedJob
 
 from .builders.gang import pod_group
-from .builders.launcher import launcher_config_map
+from .builders.launcher import launcher_config_map, settings_with_revision
 from .builders.network_policy import network_policy
 from .builders.release import role, role_binding, service_account, state_config_map
 from .builders.script import script_config_map, script_name
@@ -22,7 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
-from .launcher import REVISION_DIGITS
+from .launcher import PROGRAM_FILE, REVISION_DIGITS, LauncherProgram
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -31,11 +31,15 @@ __all__ = ["build_objects", "file_name", "kustomization", "revision"]
 
 def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:
     """A digest of what the training pods run: every StatefulSet's pod template (its revision
-    annotation still empty) and the data of the ConfigMaps they mount (script, launcher).
+    annotation still empty) and the data of the ConfigMaps they mount (the script; the launcher's
+    settings, not its program's text).
 
-    Nothing else: a change to TensorBoard, the NetworkPolicy, the shared claim's size, the
-    Services or the StatefulSets' own metadata (or `suspend`, which only sets replicas) keeps
-    the revision, so it restarts no training and a succeeded revision stays succeeded.
+    The launcher's text is left out: its ConfigMap is named by its protocol version, which the
+    templates name, so a new protocol rolls the job and a new text of the same protocol does not
+    (`builders/launcher.py`). Nothing else: a change to TensorBoard, the NetworkPolicy, the
+    shared claim's size, the Services or the StatefulSets' own metadata (or `suspend`, which
+    only sets replicas) keeps the revision, so it restarts no training and a succeeded revision
+    stays succeeded.
     """
     covered = {
         "templates": [item["spec"]["template"] for item in statefulsets],
@@ -46,15 +50,23 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
     return hashlib.sha256(canonical.encode()).hexdigest()[:REVISION_DIGITS]
 
 
+def without_program(config_map: dict[str, Any]) -> dict[str, Any]:
+    """The launcher's ConfigMap as the revision sees it: its name and the job's settings."""
+    data = {key: text for key, text in config_map["data"].items() if key != PROGRAM_FILE}
+    return {"metadata": config_map["metadata"], "data": data}
+
+
 def file_name(document: dict[str, Any]) -> str:
     """`statefulset-mnist-worker.yaml`: kind and name, readable in a pull request."""
     return f"{document['kind'].lower()}-{document['metadata']['name']}.yaml"
 
 
-def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
-    """Every object of the job, in a fixed order; raises `SpecError` for limits a spec breaks."""
-    job, script = loaded.job, loaded.script
-    problems = [*check_name_lengths(job), *check_tf_config_size(job)]
+def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str, Any]]:
+    """Every object of the job, in a fixed order, with `program` as its launcher; raises
+    `SpecError` for limits a spec breaks."""
+    job, script, trial = loaded.job, loaded.script, loaded.trial
+    given = None if trial is None else trial.sweep
+    problems = [*check_name_lengths(job, given), *check_tf_config_size(job)]
     if problems:
         raise loaded.fail(problems)
     objects: list[dict[str, Any]] = []
@@ -63,10 +75,11 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
     if script is not None:
         mounted.append(script_config_map(job, script))
         script_map = script_name(job, script)
-    launcher_map = launcher_config_map(job)
+    launcher_map = launcher_config_map(job, program)
     mounted.append(launcher_map)
     objects.extend(mounted)
-    state = state_config_map(job, revision="")
+    covered = [*mounted[:-1], without_program(launcher_map)]
+    state = state_config_map(job, revision="", trial=trial)
     objects.extend([state, service_account(job), role(job), role_binding(job)])
     claim = shared_claim(job)
     if claim is not None:
@@ -79,7 +92,7 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
         objects.append(group)
     sets = [
         statefulset(job, role_key, role_spec, script, script_map,
-                    launcher_map["metadata"]["name"], revision="")
+                    launcher_map["metadata"]["name"], revision="", trial=trial)
         for role_key, role_spec in roles
     ]
     objects.extend(sets)
@@ -88,10 +101,11 @@ def build_objects(loaded: LoadedJob) -> list[dict[str, Any]]:
         objects.append(tensorboard_service(job))
     if job.spec.network_policy_settings() is not None:
         objects.append(network_policy(job))
-    digest = revision(sets, mounted)
+    digest = revision(sets, covered)
     for item in sets:
         item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION] = digest
     state["metadata"]["annotations"][REVISION_ANNOTATION] = digest
+    settings_with_revision(launcher_map, digest)
     return objects
 
 

@@ -7,7 +7,9 @@ with the part to shorten; it is never truncated, because a truncated name breaks
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
 
 from tfcompile.spec.models import RoleName, TrainingJob
 from tfcompile.spec.problems import Problem
@@ -22,6 +24,17 @@ STATEFULSET_NAME_MAXIMUM = 52
 def object_name(job: str, *parts: str) -> str:
     """The one way names are made: the job name, then each part, joined by '-'."""
     return "-".join((job, *parts))
+
+
+TRIAL_DIGITS = 8
+"""A trial's name ends in this many hexadecimal digits of a digest of its point's values."""
+
+
+def trial_name(job: str, values: Sequence[tuple[str, str]]) -> str:
+    """A sweep's trial `J-<digest>`: a digest of its point (each parameter and its value), not
+    its index, so that adding a value to the grid renames no existing trial."""
+    point = json.dumps(sorted(values), separators=(",", ":"), ensure_ascii=False)
+    return object_name(job, hashlib.sha256(point.encode()).hexdigest()[:TRIAL_DIGITS])
 
 
 def role_name(job: str, role: RoleName) -> str:
@@ -55,14 +68,16 @@ def network_policy_name(job: str) -> str:
     return object_name(job, "tensorflow")
 
 
-def check_name_lengths(job: TrainingJob) -> Iterator[Problem]:
-    """Refuse names Kubernetes would refuse, saying how long the job name may be."""
+def check_name_lengths(job: TrainingJob, given: str | None = None) -> Iterator[Problem]:
+    """Refuse names Kubernetes would refuse, saying how long the job name may be; `given` is
+    the name the spec gives when the job's is made from it (a sweep's trial)."""
     name = job.metadata.name
+    given = name if given is None else given
     where = ("metadata", "name")
     for role_key, role in job.spec.roles.defined():
         statefulset = role_name(name, role_key)
         if len(statefulset) > STATEFULSET_NAME_MAXIMUM:
-            allowed = STATEFULSET_NAME_MAXIMUM - len(statefulset) + len(name)
+            allowed = STATEFULSET_NAME_MAXIMUM - len(statefulset) + len(given)
             yield Problem(
                 where,
                 f"StatefulSet name {statefulset!r} is {len(statefulset)} characters; at most "
@@ -85,7 +100,7 @@ def check_name_lengths(job: TrainingJob) -> Iterator[Problem]:
                 where,
                 f"Service name {service!r} is {len(service)} characters; Service names are DNS "
                 f"labels of at most {DNS_LABEL_MAXIMUM}: shorten the job name to at most "
-                f"{DNS_LABEL_MAXIMUM - len(service) + len(name)} characters",
+                f"{DNS_LABEL_MAXIMUM - len(service) + len(given)} characters",
             )
 
 

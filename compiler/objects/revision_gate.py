@@ -9,16 +9,16 @@ with `RollingUpdate` replaces its pods one at a time, highest ordinal first (rep
 which tfcompile does not want); and every role is a StatefulSet of its own that rolls on its own
 (the revision annotation, a digest of what the pods run, makes every role roll).
 
-So the pods hold themselves back. The gate is part of the launcher program (see `launcher`'s
-docstring): every task answers its revision on the gate port from the moment it starts; before
-training it waits, running and Ready (so the controller goes on replacing the next pod), until
-every other host of its `TF_CONFIG` answers its own revision; while training it keeps asking a
-few peers in turn and stops (exit 1, not counted against `failurePolicy`) when one answers
-another revision. For 2 -> 3 workers: worker 2 (new) starts and waits; worker 1 is replaced, the
-old worker 0's collectives fail and it restarts into the gate; worker 0 is replaced; all three
-answer the new revision and train together, resuming from the checkpoint on the shared volume.
-Old and new tasks never train together, no pod needs the API server for it, and nothing waits
-on a feature gate. `tests/test_launcher.py` shows the gate between processes on loopback, and
+So the pods hold themselves back. The gate is part of the launcher program (see the docstring of
+`compiler/launcher/program.py`): every task answers its revision on the gate port from the moment
+it starts; before training it waits, running and Ready (so the controller goes on replacing the
+next pod), until every other host of its `TF_CONFIG` answers its own revision; while training it
+keeps asking a few peers in turn and stops (exit 1, not counted against `failurePolicy`) when one
+answers another revision. For 2 -> 3 workers: worker 2 (new) starts and waits; worker 1 is
+replaced, the old worker 0's collectives fail and it restarts into the gate; worker 0 is replaced;
+all three answer the new revision and train together, resuming from the checkpoint on the shared
+volume. Old and new tasks never train together, no pod needs the API server for it, and nothing
+waits on a feature gate. `tests/test_launcher.py` shows the gate between processes on loopback, and
 `tests/cluster/test_local_node.py` a whole roll under the real StatefulSet controller.
 
 This module owns the facts the compiled objects must agree on: the port, which the StatefulSets

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tfcompile.spec.models import RoleName, TrainingJob
+from tfcompile.spec.models import Compatibility, RoleName, TrainingJob
 from tfcompile.spec.problems import Problem
 
 from .labels import POD_INDEX_LABEL
@@ -65,20 +65,34 @@ def _hosts_value(job: TrainingJob, role: RoleName) -> str:
     return ",".join(cluster(job).get(role.value, []))
 
 
+def compatibility_environment(job: TrainingJob, role: RoleName) -> list[dict[str, Any]]:
+    """The variables of earlier tools the job asks for (`compatibility:`), in expansion order:
+    TF-Spawner's `WORKER_NUMBER` and `TOT_WORKERS`, ElasticDL's `NUM_WORKERS`, and the flags of
+    TensorFlow 1 scripts, `JOB_NAME`, `PS_HOSTS` and `WORKER_HOSTS`."""
+    asked = set(job.spec.compatibility)
+    workers = str(job.spec.roles.replicas(RoleName.WORKER))
+    entries: list[dict[str, Any]] = []
+    if Compatibility.TF1_FLAGS in asked:
+        entries.append({"name": "JOB_NAME", "value": role.value})
+    if Compatibility.TF_SPAWNER in asked:
+        entries.append({"name": "WORKER_NUMBER", "value": f"$({INDEX_VARIABLE})"})
+        entries.append({"name": "TOT_WORKERS", "value": workers})
+    if Compatibility.ELASTICDL in asked:
+        entries.append({"name": "NUM_WORKERS", "value": workers})
+    if Compatibility.TF1_FLAGS in asked:
+        entries.append({"name": "PS_HOSTS", "value": _hosts_value(job, RoleName.PS)})
+        entries.append({"name": "WORKER_HOSTS", "value": _hosts_value(job, RoleName.WORKER)})
+    return entries
+
+
 def environment(job: TrainingJob, role: RoleName) -> list[dict[str, Any]]:
     """The variables tfcompile sets first in every TensorFlow container, in expansion order."""
-    workers = str(job.spec.roles.replicas(RoleName.WORKER))
     entries: list[dict[str, Any]] = [
         {
             "name": INDEX_VARIABLE,
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{POD_INDEX_LABEL}']"}},
         },
-        {"name": "JOB_NAME", "value": role.value},
-        {"name": "WORKER_NUMBER", "value": f"$({INDEX_VARIABLE})"},
-        {"name": "TOT_WORKERS", "value": workers},
-        {"name": "NUM_WORKERS", "value": workers},
-        {"name": "PS_HOSTS", "value": _hosts_value(job, RoleName.PS)},
-        {"name": "WORKER_HOSTS", "value": _hosts_value(job, RoleName.WORKER)},
+        *compatibility_environment(job, role),
     ]
     if needs_tf_config(job):
         entries.append({"name": "TF_CONFIG", "value": tf_config_template(job, role)})

@@ -2,7 +2,9 @@
 
 This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
 output directory so that the generated kustomizations work wherever the repository is cloned,
-and it tells the planner which spec file defines which jobs, so that pruning goes by source.
+and it tells the planner which spec file defines which jobs, so that pruning goes by source. A
+spec with `sweep:` defines one job per trial (`objects.sweep.trials`): a trial whose point left
+the grid is a job its spec no longer defines, and is pruned as one.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tfcompile.compiler.objects.sweep import trials
 from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.tree import Plan, plan
@@ -110,10 +113,16 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
         if path in reused:
             continue
         try:
-            loaded = load_jobs(path)
+            documents = load_jobs(path)
         except SpecError as error:
             load_problems.extend(error.problems)
             continue
+        loaded: list[LoadedJob] = []
+        for document in documents:  # a sweep is one job per trial from here on
+            try:
+                loaded.extend(trials(document))
+            except SpecError as error:
+                load_problems.extend(error.problems)
         for job in loaded:
             name = job.job.metadata.name
             if name in reused_names:

@@ -12,6 +12,7 @@ from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import LoadedJob
 
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
+from .launcher_text import shipped_launcher
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class CompiledJob:
 def compile_job(loaded: LoadedJob, source: str, components: list[str]) -> CompiledJob:
     """Compile one job. `source` is the spec's path as the header should name it, and
     `components` the overlay directories relative to the job's output directory."""
-    objects = build_objects(loaded)
+    objects = build_objects(loaded, shipped_launcher())
     files = {file_name(document): dump(document) for document in objects}
     assert len(files) == len(objects), "two objects share a kind and a name"
     header = [

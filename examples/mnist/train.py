@@ -97,7 +97,7 @@ def task_identity() -> tuple[str, int]:
     task = tf_config.get("task")
     if task:
         return str(task["type"]), int(task["index"])
-    return os.environ.get("JOB_NAME") or "worker", int(os.environ.get("TASK_INDEX") or 0)
+    return "worker", int(os.environ.get("TASK_INDEX") or 0)
 
 
 def load_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

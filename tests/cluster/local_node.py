@@ -180,3 +180,11 @@ def remove_namespace(node: LocalNode, namespace: str, *jobs: Job) -> None:
     node.kubectl("delete", "namespace", namespace, "--wait=false")
     wait_for("the namespace's pods to stop", lambda: not any(
         processes_of_pod(name) for job in jobs for name in job_pod_names(job)), 180)
+
+
+def applied_revision(node: LocalNode, namespace: str, stateful_set: str) -> str | None:
+    """The revision of a StatefulSet's pod template in the cluster; None while it is absent."""
+    items = node.get("statefulsets", "-n", namespace, "--field-selector",
+                     f"metadata.name={stateful_set}")["items"]
+    return str(items[0]["spec"]["template"]["metadata"]["annotations"][
+        "tfcompile.dev/revision"]) if items else None

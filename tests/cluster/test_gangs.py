@@ -25,11 +25,13 @@ from ruamel.yaml import YAML
 from tests.cluster.conftest import Cluster
 from tests.cluster.waiting import wait_for
 from tests.go_modules import (
+    KUEUE,
     coscheduling_pod_group_label,
     go_string_constant,
     go_struct_schema,
     kueue_crd_files,
     kueue_names,
+    module_directory,
     scheduler_plugins_crd_file,
     volcano_source,
 )
@@ -236,9 +238,20 @@ def test_kueue_pod_group_labels_are_accepted_next_to_its_queues(
 ) -> None:
     names = kueue_names()
     cluster_queue = f"cluster-{namespace}"
+    # The level the job names is a node label of a Kueue Topology, which the queue's
+    # ResourceFlavor names: both are checked by Kueue's CRDs (their schemas and CEL rules).
+    rack = "cloud.provider.com/topology-rack"
+    required = go_string_constant(
+        module_directory(KUEUE) / "apis" / "kueue" / "v1beta2" / "topology_types.go",
+        "PodSetRequiredTopologyAnnotation")
     queues = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+         "metadata": {"name": cluster_queue},
+         "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                             {"nodeLabel": rack}]}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-         "metadata": {"name": cluster_queue}},
+         "metadata": {"name": cluster_queue},
+         "spec": {"nodeLabels": {"pool": "training"}, "topologyName": cluster_queue}},
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
          "metadata": {"name": cluster_queue},
          "spec": {"namespaceSelector": {}, "resourceGroups": [{
@@ -254,7 +267,8 @@ def test_kueue_pod_group_labels_are_accepted_next_to_its_queues(
     cluster.kubectl("apply", "--server-side", f"--field-manager={FIELD_MANAGER}", "--filename=-",
                     input_text="\n".join(json.dumps(item) for item in queues))
     try:
-        build_validate_apply(cluster, tmp_path, namespace, "{gang: kueue, queue: team-a}")
+        build_validate_apply(cluster, tmp_path, namespace,
+                             f"{{gang: kueue, queue: team-a, topology: {{required: {rack}}}}}")
 
         local_queue = cluster.get_json("localqueues.kueue.x-k8s.io/team-a",
                                        "--namespace", namespace)
@@ -273,7 +287,10 @@ def test_kueue_pod_group_labels_are_accepted_next_to_its_queues(
             assert pod["metadata"]["labels"][names.queue_label] == "team-a"
             assert pod["metadata"]["labels"][names.group_label] == JOB_NAME
             assert pod["metadata"]["annotations"][names.total_count] == str(EVERY_POD)
+            # Every pod of the gang asks Kueue for one rack.
+            assert pod["metadata"]["annotations"][required] == rack
     finally:
         cluster.kubectl("delete", f"clusterqueues.kueue.x-k8s.io/{cluster_queue}",
-                        f"resourceflavors.kueue.x-k8s.io/{cluster_queue}", "--ignore-not-found",
+                        f"resourceflavors.kueue.x-k8s.io/{cluster_queue}",
+                        f"topologies.kueue.x-k8s.io/{cluster_queue}", "--ignore-not-found",
                         "--wait=false", check=False)

@@ -171,13 +171,17 @@ class Pod:
         program.mkdir(parents=True, exist_ok=True)
         for key, text in launcher.items():
             (program / key).write_text(text)
+        if revision is not None:  # the settings of that revision, as its build would write them
+            settings = json.loads(launcher["settings.json"])
+            (program / "settings.json").write_text(json.dumps({**settings, "revision": revision}))
         self.state.mkdir(parents=True, exist_ok=True)
         process = subprocess.Popen(
             [sys.executable, str(program / "tfcompile-launcher.py"), f"--state={self.state}",
-             f"--account={self.account}", f"--api={self.server}", "--", "sh", "-c", command],
+             f"--account={self.account}", f"--api={self.server}", f"--role={self.role}", "--",
+             "sh", "-c", command],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
-            env={"PATH": os.environ["PATH"], "JOB_NAME": self.role, "TASK_INDEX": str(self.index),
+            env={"PATH": os.environ["PATH"], "TASK_INDEX": str(self.index),
                  "TFCOMPILE_REVISION": revision or self.job.revision},
         )
         self.started.append(process)

@@ -5,14 +5,17 @@ compiles a copy of an example (mnist, parameter-server) or a small failing job w
 `tfcompile build`, applies it with `kubectl apply --server-side -k` into a namespace of its own,
 and watches the StatefulSet controller, the scheduler, the EndpointSlice controller, the node agent
 and the pods' launchers (which reach the API server through the node's `kubernetes` Service) do
-the rest. Needs root (namespaces), TensorFlow, and the control plane binaries (built from source
-with Go once).
+the rest. Real TensorFlow trains both examples once (marked `end_to_end`); the tests whose
+subject is the controllers, the node and the launcher (a deleted worker, suspension, a roll) run
+a stand-in program with the same files and no TensorFlow (tests/stand_in_training.py). Needs root
+(namespaces) and the control plane binaries (built from source with Go once).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,7 +41,6 @@ from tests.conftest import job_text
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.end_to_end,
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
@@ -92,6 +94,7 @@ def released(node: LocalNode, namespace: str, job: Job) -> bool:
             and not any(processes_of_pod(name) for name in job_pod_names(job)))
 
 
+@pytest.mark.end_to_end  # real TensorFlow
 def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
                                                           tmp_path: Path) -> None:
     """`onSuccess: release`: the workers train, record success in the state ConfigMap, and the
@@ -158,14 +161,27 @@ def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
     remove_namespace(node, namespace, job)
 
 
-RESUMED_EPOCHS = 120
-ROLLED_EPOCHS = 200
+RESUMED_EPOCHS = 40
+ROLLED_EPOCHS = 240  # a quarter second each: the training outlasts the roll
+STAND_IN = Path(__file__).parents[1] / "stand_in_training.py"
+
+
+def copy_stand_in(tmp_path: Path, epochs: int, epoch_seconds: float) -> Job:
+    """The mnist example with the stand-in program (tests/stand_in_training.py) as its script:
+    the same files on the shared volume, no TensorFlow; for the tests whose subject is what the
+    controllers, the node and the launcher do."""
+    job = copy_example(tmp_path, "mnist", {
+        '[--epochs, "8", --shared-dir, /mnt/shared]':
+            f'[--epochs, "{epochs}", --shared-dir, /mnt/shared, --epoch-seconds,'
+            f' "{epoch_seconds}"]'})
+    shutil.copyfile(STAND_IN, job.source / "train.py")
+    return job
 
 
 def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
-    # An epoch takes about half a second: enough of them that training outlasts the deletion.
-    job = copy_example(tmp_path, "mnist", {'"8"': f'"{RESUMED_EPOCHS}"'})
+    # Enough epochs that training outlasts the deletion.
+    job = copy_stand_in(tmp_path, RESUMED_EPOCHS, 0.25)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -178,7 +194,6 @@ def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_p
                       TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     for final in finals:
         assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] > 0, finals
-        assert final["accuracy"] >= ACCURACY_BAR
     records = progress(node, namespace, job, 1)
     attempts = list(dict.fromkeys(record["attempt"] for record in records))
     assert len(attempts) >= 2, "the deleted worker never trained again"
@@ -197,7 +212,7 @@ def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_p
 
 def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': '"200"'})
+    job = copy_stand_in(tmp_path, 200, 0.5)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -231,7 +246,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     the revision gate keeps old and new TF_CONFIGs from training together, and the new cluster
     of three resumes from the checkpoint."""
     started = time.monotonic()
-    job = copy_example(tmp_path, "mnist", {'"8"': f'"{ROLLED_EPOCHS}"'})
+    job = copy_stand_in(tmp_path, ROLLED_EPOCHS, 0.25)
     build(job)
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
@@ -258,7 +273,6 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     for final in finals:
         assert final["replicas"] == 3, finals
         assert final["epochs_completed"] == ROLLED_EPOCHS and final["initial_epoch"] >= 4, finals
-        assert final["accuracy"] >= ACCURACY_BAR
     stateful_set = node.get("statefulset", f"{job.name}-worker", "-n", namespace)
     assert new_revision != old_revision
     now = pods(node, namespace)
@@ -286,6 +300,7 @@ def test_more_workers_roll_every_pod_onto_the_new_revision(node: LocalNode, tmp_
     remove_namespace(node, namespace, job)
 
 
+@pytest.mark.end_to_end  # real TensorFlow
 def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_released(
         node: LocalNode, tmp_path: Path) -> None:
     """The parameter-server example (chief, two workers, ps, evaluator; `onSuccess: release`):
@@ -524,3 +539,87 @@ def test_a_deleted_pod_gets_sigterm_then_sigkill_after_its_grace_period(node: Lo
     assert 4 <= took < 30, took  # the grace period, then SIGKILL, then the pod object is gone
     assert not processes_of_pod("stubborn")
     node.kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+CLAIMS_SCRIPT = """
+import errno, json, os
+pod = os.environ["HOSTNAME"]
+report = {"dataset": open("/data/part-0.txt").read()}
+try:
+    open("/data/written-by-training", "w").close()
+    report["dataset_write"] = "written"
+except OSError as error:
+    report["dataset_write"] = errno.errorcode.get(error.errno, str(error.errno))
+report["models"] = os.path.isdir("/models")
+if report["models"]:
+    with open(f"/models/{pod}.txt", "w") as model:
+        model.write("weights")
+os.makedirs("/mnt/shared/results", exist_ok=True)
+with open(f"/mnt/shared/results/{pod}.json", "w") as result:
+    json.dump(report, result)
+"""
+
+CLAIMS_STORAGE = """\
+  storage:
+    shared: {mountPath: /mnt/shared, size: 1Gi}
+    volumes:
+    - {name: dataset, claimName: dataset, mountPath: /data, readOnly: true, subPath: train}
+    - {name: models, claimName: models, mountPath: /models, readOnly: false, roles: [chief]}
+"""
+
+
+def test_existing_claims_are_mounted_as_the_spec_says_and_outlive_the_job(
+        node: LocalNode, tmp_path: Path) -> None:
+    """`storage.volumes`: a dataset claim made beforehand, mounted read-only from its `train`
+    folder in every role, and a model store only the chief writes. Deleting every object of
+    the job (what prune does when job.yaml goes) deletes its own claim, not these."""
+    namespace = fresh_namespace(node)
+    for claim in ("dataset", "models"):
+        (tmp_path / f"{claim}.json").write_text(json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}))
+        node.kubectl("apply", "--server-side", "-f", str(tmp_path / f"{claim}.json"))
+    wait_for("the claims to be bound", lambda: all(
+        node.get("pvc", name, "-n", namespace)["status"].get("phase") == "Bound"
+        for name in ("dataset", "models")), 60)
+    dataset = node.claim_directory(namespace, "dataset")
+    (dataset / "train").mkdir()
+    (dataset / "train" / "part-0.txt").write_text("images")
+
+    name = f"claims-{uuid.uuid4().hex[:6]}"
+    source = tmp_path / name
+    source.mkdir()
+    (source / "train.py").write_text(CLAIMS_SCRIPT)
+    (source / "job.yaml").write_text(job_text(
+        name, image="python:3.11", script="train.py", command=None,
+        roles="chief: {replicas: 1}\nworker: {replicas: 1}") + CLAIMS_STORAGE)
+    job = Job(name, source, tmp_path / "output")
+    build(job)
+    apply(node, job.compiled, namespace)
+    results = node.claim_directory(namespace, f"{name}-shared") / "results"
+    pods_of_job = [job.pod("chief", 0), job.pod("worker", 0)]
+    wait_for("both tasks' reports", lambda: all(
+        (results / f"{pod}.json").exists() for pod in pods_of_job), TRAINING_TIMEOUT,
+        lambda: "\n".join(line for pod in pods_of_job
+                          for line in node.pod_lines(namespace, pod)[-10:]))
+    chief, worker = (json.loads((results / f"{pod}.json").read_text()) for pod in pods_of_job)
+    for report in (chief, worker):
+        assert report["dataset"] == "images"  # the `train` folder, not the claim's root
+        assert report["dataset_write"] == "EROFS"
+    assert chief["models"] and not worker["models"]
+    models = node.claim_directory(namespace, "models")
+    assert (models / f"{job.pod('chief', 0)}.txt").read_text() == "weights"
+    assert not (dataset / "written-by-training").exists()
+    assert not (dataset / "train" / "written-by-training").exists()
+
+    node.kubectl("delete", "-k", str(job.compiled), "-n", namespace, "--wait=true",
+                 "--timeout=120s")
+    wait_for("the job's own claim to go", lambda: f"{name}-shared" not in node.kubectl(
+        "get", "pvc", "-n", namespace, "-o", "name"), 120)
+    remaining = node.kubectl("get", "pvc", "-n", namespace, "-o", "name").split()
+    assert sorted(remaining) == ["persistentvolumeclaim/dataset", "persistentvolumeclaim/models"]
+    assert (dataset / "train" / "part-0.txt").read_text() == "images"
+    assert (models / f"{job.pod('chief', 0)}.txt").read_text() == "weights"
+    remove_namespace(node, namespace, job)

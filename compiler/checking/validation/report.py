@@ -60,7 +60,8 @@ class ValidationReport:
     """The result of validating one rendered directory against one Kubernetes version.
 
     `rendered` is Kustomize's output exactly as a GitOps controller would apply it; `notes` are
-    things worth knowing that are not wrong (kinds without a schema, skipped keys).
+    things worth knowing that are not wrong (kinds without a schema, skipped keys); `warnings`
+    are what is allowed but likely to fail a training (checkpoints on an SMB share).
     """
 
     directory: Path
@@ -70,13 +71,14 @@ class ValidationReport:
     problems: list[Problem]
     prerequisites: list[Prerequisite]
     notes: list[str]
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_text(self) -> str:
-        """A plain-text summary: problems, then prerequisites, then notes; each escaped
+        """A plain-text summary: problems, warnings, prerequisites, then notes; each escaped
         (`printable`), since names and messages may come from the cluster or hostile input."""
         lines = [
             f"{printable(str(self.directory))}: {len(self.objects)} objects rendered, checked "
@@ -88,6 +90,7 @@ class ValidationReport:
             )
         ]
         lines.extend(f"  error: {printable(str(problem))}" for problem in self.problems)
+        lines.extend(f"  warning: {printable(warning)}" for warning in self.warnings)
         lines.extend(f"  requires: {printable(str(prerequisite))}"
                      for prerequisite in self.prerequisites)
         lines.extend(f"  note: {printable(note)}" for note in self.notes)

@@ -35,6 +35,7 @@ from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
+from .storage_protocols import smb_checkpoint_warnings
 from .topology import topology_problems
 from .workload_rules import workload_problems
 
@@ -107,12 +108,13 @@ def validate_rendered(
     problems, notes = schema_problems(objects, version)
     try:
         found, found_notes, prerequisites = _cluster_checks(objects, version, secrets)
+        warnings = smb_checkpoint_warnings(objects)
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
         # Objects of the wrong shape are already reported above; the API server would refuse
         # them, so there is no pod to reason about until they are fixed.
-        found, found_notes, prerequisites = [], [], []
+        found, found_notes, prerequisites, warnings = [], [], [], []
         notes.append(
             "names, sizes, the TensorFlow topology and references were not checked: fix the "
             "schema errors first"
@@ -127,6 +129,7 @@ def validate_rendered(
         problems=problems,
         prerequisites=prerequisites,
         notes=list(dict.fromkeys(notes)),
+        warnings=warnings,
     )
 
 

@@ -15,6 +15,11 @@ scheduler names the group its own way:
   (`kueue.x-k8s.io/pod-group-total-count`) and `kueue.x-k8s.io/pod-group-serving: "true"` (the
   pods of a StatefulSet restart rather than finish). The labels go on the pod templates only:
   a queue label on a StatefulSet would make Kueue admit each role as a gang of its own.
+  With `scheduling.topology`, every pod also carries Kueue's topology-aware scheduling
+  annotation (`kueue.x-k8s.io/podset-required-topology` or `…-preferred-topology`) naming the
+  node label of the level (rack, block) within one of whose domains the pods are placed. Kueue
+  makes one pod set of each role (the pods of a role share one template) and fits each pod set
+  into a domain of its own choosing; it groups at most two pod sets into one domain.
 
 A `PodGroup` must exist before the first pod of its gang (a pod without its group is scheduled
 alone, or never). Argo CD applies kinds it does not know after the kinds it knows within one sync
@@ -93,9 +98,14 @@ def gang_template(job: TrainingJob) -> dict[str, Any] | None:
     if gang is GangScheduler.KUEUE:
         queue = job.spec.scheduling.queue
         assert queue is not None
+        annotations = {KUEUE_TOTAL_ANNOTATION: str(gang_size(job)),
+                       KUEUE_SERVING_ANNOTATION: "true"}
+        topology = job.spec.scheduling.topology
+        if topology is not None:
+            key, level = topology.annotation()
+            annotations[key] = level
         return {"metadata": {
             "labels": {KUEUE_QUEUE_LABEL: queue, KUEUE_GROUP_LABEL: name},
-            "annotations": {KUEUE_TOTAL_ANNOTATION: str(gang_size(job)),
-                            KUEUE_SERVING_ANNOTATION: "true"},
+            "annotations": annotations,
         }}
     return None

@@ -1,13 +1,21 @@
-"""The launcher's ConfigMap: one per job, mounted by every role, named by a hash of its content.
+"""The launcher's ConfigMap: one per job, mounted by every role, named by the launcher's protocol.
 
 The launcher is the same program for every pod of a job, so it is shipped once, where a reviewer
-reads it once; a new launcher or new settings give a new name, which changes the pod templates and
-so the revision.
+reads it once, beside the job's settings. Its name is `J-launcher-v<protocol>`, not a digest of
+its text, and the revision leaves the program's text out (`compile.revision`): a new text of the
+same protocol replaces the program in place (the kubelet refreshes the mounted files; a launcher
+that already runs has read its program, one that starts reads the new one) and restarts no pod.
+A new protocol is a new name in every pod template, so the job rolls as a whole.
+
+The settings differ by job and do change how the training runs, so the revision covers them, and
+they carry the revision they were compiled with (`settings_with_revision`): during a roll, or
+before the kubelet has refreshed the files, a launcher whose settings are of another revision
+waits for its own instead of acting on another revision's.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 from typing import Any
 
 from tfcompile.compiler.objects import launcher
@@ -50,28 +58,50 @@ def launcher_settings(job: TrainingJob) -> dict[str, Any]:
     }
 
 
-def launcher_data(job: TrainingJob) -> dict[str, str]:
+def launcher_data(job: TrainingJob, program: launcher.LauncherProgram) -> dict[str, str]:
+    """The program and the job's settings (without their revision: `settings_with_revision`)."""
     return {
-        launcher.PROGRAM_FILE: launcher.PROGRAM,
+        launcher.PROGRAM_FILE: program.text,
         launcher.SETTINGS_FILE: launcher.settings_text(launcher_settings(job)),
     }
 
 
-def launcher_name(job: TrainingJob) -> str:
-    """`J-launcher-<10 hex digits of SHA-256 over the ConfigMap's data>`."""
-    hasher = hashlib.sha256()
-    for key, text in sorted(launcher_data(job).items()):
-        hasher.update(key.encode() + b"\0" + text.encode() + b"\0")
-    return launcher_config_map_name(job.metadata.name, hasher.hexdigest()[:10])
+def settings_with_revision(config_map: dict[str, Any], revision: str) -> None:
+    """Put the job's revision into the settings of its launcher ConfigMap."""
+    data = config_map["data"]
+    settings = json.loads(data[launcher.SETTINGS_FILE])
+    settings[launcher.REVISION_SETTING] = revision
+    data[launcher.SETTINGS_FILE] = launcher.settings_text(settings)
 
 
-def launcher_config_map(job: TrainingJob) -> dict[str, Any]:
+def without_revision_setting(data: dict[str, Any]) -> dict[str, Any]:
+    """A launcher ConfigMap's data with the settings' revision left out (what changes with every
+    revision, rather than with how the launcher runs); data it cannot read stays as it is."""
+    text = data.get(launcher.SETTINGS_FILE)
+    if not isinstance(text, str):
+        return data
+    try:
+        settings = json.loads(text)
+    except ValueError:
+        return data
+    if not isinstance(settings, dict):
+        return data
+    settings.pop(launcher.REVISION_SETTING, None)
+    return {**data, launcher.SETTINGS_FILE: launcher.settings_text(settings)}
+
+
+def launcher_name(job: TrainingJob, program: launcher.LauncherProgram) -> str:
+    """`J-launcher-v<protocol>`."""
+    return launcher_config_map_name(job.metadata.name, f"v{program.protocol}")
+
+
+def launcher_config_map(job: TrainingJob, program: launcher.LauncherProgram) -> dict[str, Any]:
     labels = object_labels(job, LAUNCHER_COMPONENT, {JOB_LABEL: job.metadata.name})
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": object_metadata(job, launcher_name(job), labels),
-        "data": launcher_data(job),
+        "metadata": object_metadata(job, launcher_name(job, program), labels),
+        "data": launcher_data(job, program),
     }
 
 

@@ -14,7 +14,8 @@ file `init` writes, say the rest in CEL:
   key of its own task (`<role>-<index>`), only with a value in the launcher's format, removing
   no key; no create, no delete, no metadata. Beside its own final failure it may set the two
   keys the Argo CD health check reads (`failed-revision`, `failed-task`), only to what that
-  failure record says.
+  failure record says; beside its own success it may set a sweep trial's `result`, only as
+  `<the revision that succeeded> {…}` and at most `RESULT_MAXIMUM_BYTES` after the revision.
 
 Whose requests. An account's labels are not part of a request, but two things are: the user
 name, `system:serviceaccount:<namespace>:<account>`, and, for a token bound to a pod (the
@@ -39,7 +40,11 @@ from ..launcher import (
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,
     RECORD_PATTERN,
+    RESULT_KEY,
+    RESULT_MAXIMUM_BYTES,
+    RESULT_PATTERN,
     REVISION_DIGITS,
+    SUCCEEDED,
 )
 from ..names import (
     LAUNCHER_ACCOUNT_PART,
@@ -147,6 +152,15 @@ _FAILURE_SUMMARY = f"""\
    variables.new[variables.task].substring({_FAILED_PREFIX_LENGTH}) + ')')"""
 """The failure summary keys, when a request sets them, repeat the pod's own failure record:
 the revision it names, and the task with the record's detail."""
+_RESULT = f"""\
+!('{RESULT_KEY}' in variables.changed) ||
+(variables.task in variables.new &&
+ size(variables.new['{RESULT_KEY}']) <= {REVISION_DIGITS + 1 + RESULT_MAXIMUM_BYTES} &&
+ variables.new['{RESULT_KEY}'].matches('{RESULT_PATTERN}') &&
+ variables.new[variables.task] ==
+   '{SUCCEEDED} ' + variables.new['{RESULT_KEY}'].substring(0, {REVISION_DIGITS}))"""
+"""A trial's result, when a request sets it, is `<revision> {{…}}` of bounded size, beside the
+pod's own success record of that revision."""
 
 
 def records_policy() -> dict[str, Any]:
@@ -188,7 +202,8 @@ def records_policy() -> dict[str, Any]:
                                   "request.name"},
             {"expression": "variables.old.all(key, key in variables.new) &&\n"
                            "variables.changed.all(key, key in\n"
-                           f"  [variables.task, '{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}'])",
+                           f"  [variables.task, '{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}',"
+                           f" '{RESULT_KEY}'])",
              "reason": "Forbidden",
              "messageExpression": "'pod ' + variables.pod + ' may write only the record of its "
                                   "own task, ' + variables.task + ', and remove none'"},
@@ -197,6 +212,11 @@ def records_policy() -> dict[str, Any]:
              "messageExpression": f"'pod ' + variables.pod + ' may set {FAILED_REVISION_KEY} "
                                   f"and {FAILED_TASK_KEY} only beside its own failure record, "
                                   "to what it says'"},
+            {"expression": _RESULT,
+             "reason": "Forbidden",
+             "messageExpression": f"'pod ' + variables.pod + ' may set {RESULT_KEY} only "
+                                  f"beside its own success record, as \"<revision> {{...}}\" "
+                                  f"of at most {RESULT_MAXIMUM_BYTES} characters'"},
             {"expression": "!(variables.task in variables.new) ||\n"
                            f"variables.new[variables.task].matches('{RECORD_PATTERN}')",
              "reason": "Forbidden",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfcompile.spec.models import TrainingJob
+from tfcompile.spec.sweep import Trial
 
 from ..labels import (
     JOB_LABEL,
@@ -26,9 +27,12 @@ from ..labels import (
     STATE_COMPONENT,
     SUCCESS_TASKS_ANNOTATION,
     SUSPENDED_ANNOTATION,
+    SWEEP_OBJECTIVE_ANNOTATION,
+    SWEEP_VALUES_ANNOTATION,
     object_labels,
 )
 from ..names import launcher_account_name, role_name, state_config_map_name
+from ..sweep import trial_values
 from .launcher import releases, success_tasks
 from .metadata import object_metadata
 
@@ -37,8 +41,10 @@ def _labels(job: TrainingJob, component: str) -> dict[str, str]:
     return object_labels(job, component, {JOB_LABEL: job.metadata.name})
 
 
-def state_config_map(job: TrainingJob, revision: str) -> dict[str, Any]:
-    """`J-state`: no `data` here; the launchers add `<role>-<index>: <outcome> <revision> …`."""
+def state_config_map(job: TrainingJob, revision: str,
+                     trial: Trial | None = None) -> dict[str, Any]:
+    """`J-state`: no `data` here; the launchers add `<role>-<index>: <outcome> <revision> …`
+    (and a trial's `result`). A trial's annotations say its point and the sweep's objective."""
     metadata = object_metadata(job, state_config_map_name(job.metadata.name),
                                _labels(job, STATE_COMPONENT))
     annotations = metadata.setdefault("annotations", {})
@@ -46,6 +52,11 @@ def state_config_map(job: TrainingJob, revision: str) -> dict[str, Any]:
     annotations[SUCCESS_TASKS_ANNOTATION] = ",".join(success_tasks(job))
     if job.spec.suspend:
         annotations[SUSPENDED_ANNOTATION] = "true"
+    if trial is not None:
+        annotations[SWEEP_VALUES_ANNOTATION] = trial_values(trial)
+        if trial.objective is not None:
+            annotations[SWEEP_OBJECTIVE_ANNOTATION] = (
+                f"{trial.objective.metric} {trial.objective.goal.value}")
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata}
 
 

@@ -8,6 +8,7 @@ from tfcompile.compiler.objects import launcher
 from tfcompile.spec.loading import Script
 from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
 from tfcompile.spec.rules import GPU_RESOURCE
+from tfcompile.spec.sweep import Trial
 
 from ..labels import (
     GPU_LABEL,
@@ -18,6 +19,7 @@ from ..labels import (
 )
 from ..names import launcher_account_name, role_name
 from ..revision_gate import gate_port, revision_variable
+from ..sweep import trial_environment
 from ..topology import environment
 from .gang import gang_template
 from .metadata import object_metadata, template_metadata
@@ -33,7 +35,7 @@ from .pod_security import (
 from .pod_template import merge_maps, merge_pod_template
 from .script import script_volume_source
 from .service import PORT_NAME
-from .storage import claim_name
+from .storage import claim_name, existing_claims
 
 CONTAINER_NAME = "tensorflow"
 SHARED_VOLUME = "shared"
@@ -111,7 +113,8 @@ def _resources(role: Role) -> dict[str, Any]:
 
 
 def _volumes(
-    job: TrainingJob, script_map: str | None, script: Script | None, launcher_map: str
+    job: TrainingJob, role_key: RoleName, script_map: str | None, script: Script | None,
+    launcher_map: str,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(volume mounts, volumes) of a TensorFlow pod."""
     mounts: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
@@ -140,7 +143,8 @@ def _volumes(
         if scratch.size_limit is not None:
             empty_dir["sizeLimit"] = scratch.size_limit
         volumes.append({"name": SCRATCH_VOLUME, "emptyDir": empty_dir})
-    return mounts, volumes
+    claim_mounts, claim_volumes = existing_claims(job, role_key)
+    return [*mounts, *claim_mounts], [*volumes, *claim_volumes]
 
 
 def statefulset(
@@ -151,28 +155,31 @@ def statefulset(
     script_map: str | None,
     launcher_map: str,
     revision: str,
+    trial: Trial | None = None,
 ) -> dict[str, Any]:
-    """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel."""
+    """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel. A
+    sweep's trial sees its values as variables, before the job's own (`sweep.py`)."""
     name = job.metadata.name
     selector = role_selector(name, role_key)
     labels = object_labels(job, role_key.value, selector)
     object_labels_with_marks = dict(labels)
     if role.gpus:
         object_labels_with_marks[GPU_LABEL] = "true"
-    mounts, volumes = _volumes(job, script_map, script, launcher_map)
+    mounts, volumes = _volumes(job, role_key, script_map, script, launcher_map)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": role.image or job.spec.image,
-        "command": launcher.command(),
+        "command": launcher.command(role_key.value),
         "args": training_command(job, role, script),
     }
     sources = _environment_sources(job)
     if sources:
         container["envFrom"] = sources
-    home = [] if "HOME" in {**job.spec.env, **role.env} else [
+    swept = dict(trial.values) if trial is not None else {}
+    home = [] if "HOME" in {**job.spec.env, **role.env, **swept} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
     container["env"] = [*environment(job, role_key), revision_variable(), *home,
-                        *user_environment(job, role)]
+                        *trial_environment(trial, name), *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"},
                           gate_port()]
     resources = _resources(role)

@@ -1,10 +1,14 @@
-"""The shared ReadWriteMany claim every role mounts for checkpoints and logs."""
+"""The shared ReadWriteMany claim every role mounts for checkpoints and logs, and the existing
+claims (`storage.volumes`) some or all roles mount beside it.
+
+The existing claims are only referenced by the pods, never emitted: they are not tfcompile's, so
+no GitOps controller pruning a job's objects can delete them or the data on them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tfcompile.spec.models import TrainingJob
+from tfcompile.spec.models import RoleName, TrainingJob
 
 from ..labels import JOB_LABEL, SHARED_STORAGE_LABEL, object_labels
 from ..names import shared_claim_name
@@ -38,3 +42,26 @@ def claim_name(job: TrainingJob) -> str | None:
     if shared is None:
         return None
     return shared.existing_claim or shared_claim_name(job.metadata.name)
+
+
+def existing_claims(
+    job: TrainingJob, role: RoleName
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volume mounts, volumes) of the existing claims the pods of `role` mount, in the order
+    the spec lists them. A read-only mount is read-only in the volume too, so no container of
+    the pod (a sidecar included) can write the claim."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    for volume in job.spec.storage.volumes:
+        if volume.roles is not None and role not in volume.roles:
+            continue
+        mount: dict[str, Any] = {"name": volume.name, "mountPath": volume.mount_path}
+        if volume.sub_path is not None:
+            mount["subPath"] = volume.sub_path
+        source: dict[str, Any] = {"claimName": volume.claim_name}
+        if volume.read_only:
+            mount["readOnly"] = True
+            source["readOnly"] = True
+        mounts.append(mount)
+        volumes.append({"name": volume.name, "persistentVolumeClaim": source})
+    return mounts, volumes

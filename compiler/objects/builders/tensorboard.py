@@ -1,4 +1,8 @@
-"""TensorBoard: a Deployment reading the shared volume, and a Service in front of it."""
+"""TensorBoard: a Deployment reading the shared volume, and a Service in front of it.
+
+`tensorboard.podTemplate` merges into the generated pod template as a role's podTemplate merges
+into a role's (`pod_template.merge_pod_template`): resources, node placement, tolerations, more
+volumes and sidecars; every container then gets the secure defaults."""
 
 from __future__ import annotations
 
@@ -14,9 +18,11 @@ from .pod_security import (
     HOME_VOLUME,
     TMP_DIRECTORY,
     TMP_VOLUME,
-    container_security_context,
     pod_security_context,
+    secure_containers,
+    settle_token,
 )
+from .pod_template import merge_pod_template
 from .storage import claim_name
 
 TENSORBOARD_PORT = 6006
@@ -49,7 +55,6 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
             {"name": HOME_VOLUME, "mountPath": HOME_DIRECTORY},
             {"name": TMP_VOLUME, "mountPath": TMP_DIRECTORY},
         ],
-        "securityContext": container_security_context(),
     }
     pod_spec: dict[str, Any] = {
         "enableServiceLinks": False,
@@ -60,6 +65,26 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
     if pull_secrets:
         # TensorBoard runs the job's image unless told otherwise: the same registry credentials.
         pod_spec["imagePullSecrets"] = pull_secrets
+    template: dict[str, Any] = {
+        "metadata": template_metadata(job, labels, {}),
+        "spec": {
+            **pod_spec,
+            "containers": [container],
+            "volumes": [
+                {
+                    "name": "shared",
+                    "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
+                },
+                {"name": HOME_VOLUME, "emptyDir": {}},
+                {"name": TMP_VOLUME, "emptyDir": {}},
+            ],
+        },
+    }
+    fragments = [settings.pod_template] if settings.pod_template is not None else []
+    for fragment in fragments:
+        template = merge_pod_template(template, fragment)
+    template["spec"] = secure_containers(template["spec"])
+    settle_token(template["spec"], fragments)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -67,21 +92,7 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector},
-            "template": {
-                "metadata": template_metadata(job, labels, {}),
-                "spec": {
-                    **pod_spec,
-                    "containers": [container],
-                    "volumes": [
-                        {
-                            "name": "shared",
-                            "persistentVolumeClaim": {"claimName": claim, "readOnly": True},
-                        },
-                        {"name": HOME_VOLUME, "emptyDir": {}},
-                        {"name": TMP_VOLUME, "emptyDir": {}},
-                    ],
-                },
-            },
+            "template": template,
         },
     }
 

@@ -1,0 +1,76 @@
+"""A sweep's trials as jobs of their own: the one step between a loaded spec and the builders.
+
+A job with `sweep:` compiles to one job per point of its grid (`spec.sweep.points`). Each trial
+is the spec's job renamed `J-<digest of its point>` (`names.trial_name`), labelled with the
+sweep's name on every object (`tfcompile.dev/sweep`, never in a selector), and carried with its
+point (`LoadedJob.trial`), which the builders turn into the training's variables and the state
+ConfigMap's annotations. Everything after this step sees ordinary jobs: their own output
+directories, Argo CD Applications, pods and state; a point removed from the grid is a job its
+spec no longer defines, and its directory is pruned like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from tfcompile.spec.loading import LoadedJob
+from tfcompile.spec.problems import Problem
+from tfcompile.spec.sweep import RESULT_VARIABLE, TRIAL_VARIABLE, Trial, points
+
+from .labels import SWEEP_LABEL
+from .launcher import RESULT_FILE
+from .names import check_name_lengths, trial_name
+
+__all__ = ["trial_environment", "trial_values", "trials"]
+
+
+def trials(loaded: LoadedJob) -> list[LoadedJob]:
+    """The jobs a loaded spec compiles to: itself, or one per point of its sweep. Raises
+    `SpecError` when the trials' names are too long or two points share a name."""
+    found = points(loaded.job)
+    if not found:
+        return [loaded]
+    expanded: list[LoadedJob] = []
+    seen: dict[str, Trial] = {}
+    for point in found:
+        name = trial_name(point.sweep, point.values)
+        if name in seen:
+            raise loaded.fail([Problem(
+                ("spec", "sweep", "parameters"),
+                f"two points of the grid ({_shown(seen[name])} and {_shown(point)}) have the "
+                f"same name {name!r} (a digest of their values): change one of the values")])
+        seen[name] = point
+        metadata = loaded.job.metadata
+        labels = {**metadata.labels, SWEEP_LABEL: point.sweep}
+        job = loaded.job.model_copy(update={
+            "metadata": metadata.model_copy(update={"name": name, "labels": labels}),
+            "spec": loaded.job.spec.model_copy(update={"sweep": None}),
+        })
+        if not expanded:
+            problems = list(check_name_lengths(job, given=point.sweep))
+            if problems:  # every trial's name has the same length: said once
+                raise loaded.fail(problems)
+        expanded.append(dataclasses.replace(loaded, job=job, trial=point))
+    return expanded
+
+
+def _shown(point: Trial) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in point.values)
+
+
+def trial_environment(trial: Trial | None, name: str) -> list[dict[str, Any]]:
+    """A trial's variables, before the job's own: its name, where it may write its result,
+    then its point, by parameter name. None for a job that is no trial."""
+    if trial is None:
+        return []
+    return [{"name": TRIAL_VARIABLE, "value": name},
+            {"name": RESULT_VARIABLE, "value": RESULT_FILE},
+            *({"name": parameter, "value": value} for parameter, value in trial.values)]
+
+
+def trial_values(trial: Trial) -> str:
+    """The point as the state ConfigMap's annotation holds it: compact JSON, sorted."""
+    return json.dumps(dict(trial.values), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)

@@ -1,0 +1,137 @@
+"""A stand-in for examples/mnist/train.py in the tests of controller behaviour.
+
+Rolls, killed or deleted workers and suspension are the StatefulSet controller's, the node's,
+run-local's and the launcher's doing; TensorFlow adds only minutes to them (the example's own
+recovery under TensorFlow is tests/test_training_scripts.py's subject). This program keeps the
+parts of the example's contract those tests watch, with the standard library alone:
+
+- it reads `TF_CONFIG` and prints `<type>-<index>: <n> replicas, attempt <id>` as the example does,
+  then a line per epoch;
+- it listens on its own `TF_CONFIG` address and the workers go through each epoch together, as
+  MultiWorkerMirroredStrategy's collectives make them: a worker that cannot reach a peer it has
+  reached before stops with exit 1, as a collective fails when a peer dies;
+- it keeps the example's files on the shared volume: `progress/<type>-<index>.log` (one JSON line
+  per epoch: attempt, epoch), `backup/epoch` (worker 0's last completed epoch, where a new attempt
+  resumes; removed when training completes, as BackupAndRestore's backup is) and
+  `results/<type>-<index>.json` (`epochs_completed`, `initial_epoch`, `replicas`, `attempt`).
+
+It trains nothing, so it reports no accuracy; the tests that judge a model use TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import socketserver
+import threading
+import time
+from pathlib import Path
+
+PEER_WAIT_SECONDS = 120.0
+POLL_SECONDS = 0.1
+LINGER_SECONDS = 3.0
+
+
+class Progress:
+    """The epochs this worker has completed, answered to peers that ask."""
+
+    def __init__(self, completed: int) -> None:
+        self.completed = completed
+
+
+def serve(port: int, progress: Progress) -> None:
+    class Answer(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.sendall(f"{progress.completed}\n".encode())
+
+    socketserver.ThreadingTCPServer.allow_reuse_address = True
+    server = socketserver.ThreadingTCPServer(("", port), Answer)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+def ask(address: str) -> int | None:
+    """A peer's completed epochs, or None when it cannot be reached."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=2) as connection:
+            return int(connection.makefile().readline())
+    except (OSError, ValueError):
+        return None
+
+
+def wait_for_peers(peers: list[str], epoch: int, reached: set[str]) -> None:
+    """Return when every peer has completed `epoch` epochs; exit 1 when one that answered
+    before no longer does, or one never answers."""
+    started = time.monotonic()
+    waiting = list(peers)
+    while waiting:
+        for address in list(waiting):
+            answer = ask(address)
+            if answer is None:
+                if address in reached:
+                    print(f"stand-in: lost peer {address}", flush=True)
+                    raise SystemExit(1)
+                continue
+            reached.add(address)
+            if answer >= epoch:
+                waiting.remove(address)
+        if waiting and time.monotonic() - started > PEER_WAIT_SECONDS:
+            print(f"stand-in: peers {waiting} never reached epoch {epoch}", flush=True)
+            raise SystemExit(1)
+        if waiting:
+            time.sleep(POLL_SECONDS)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--shared-dir", type=Path, required=True)
+    parser.add_argument("--epoch-seconds", type=float, default=0.5)
+    arguments = parser.parse_args()
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    task_type = tf_config["task"]["type"]
+    task_index = int(tf_config["task"]["index"])
+    workers: list[str] = tf_config["cluster"]["worker"]
+    shared: Path = arguments.shared_dir
+    for folder in ("progress", "results", "backup"):
+        (shared / folder).mkdir(parents=True, exist_ok=True)
+    backup = shared / "backup" / "epoch"
+    initial_epoch = int(backup.read_text()) if backup.exists() else 0
+    attempt = f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000)}"
+    print(f"{task_type}-{task_index}: {len(workers)} replicas, attempt {attempt}", flush=True)
+    progress = Progress(initial_epoch)
+    serve(int(workers[task_index].rpartition(":")[2]), progress)
+    peers = [address for index, address in enumerate(workers) if index != task_index]
+    reached: set[str] = set()
+    wait_for_peers(peers, initial_epoch, reached)
+    log = shared / "progress" / f"{task_type}-{task_index}.log"
+    for epoch in range(initial_epoch, arguments.epochs):
+        time.sleep(arguments.epoch_seconds)
+        progress.completed = epoch + 1
+        wait_for_peers(peers, epoch + 1, reached)
+        print(f"{task_type}-{task_index}: epoch {epoch + 1}/{arguments.epochs}", flush=True)
+        with log.open("a") as lines:
+            lines.write(json.dumps({"attempt": attempt, "epoch": epoch, "time": time.time()})
+                        + "\n")
+        if task_index == 0:
+            write_atomically(backup, str(epoch + 1))
+    write_atomically(shared / "results" / f"{task_type}-{task_index}.json", json.dumps({
+        "epochs_completed": arguments.epochs, "initial_epoch": initial_epoch,
+        "replicas": len(workers), "attempt": attempt, "task_type": task_type,
+        "task_index": task_index}))
+    time.sleep(LINGER_SECONDS)  # peers still at the last barrier ask once more
+    if task_index == 0:
+        backup.unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""`tfcompile diff BASE` in real git repositories: BASE read with git's plumbing, and every bad
+input (a BASE that is not a revision, an `output/` that cannot be read at it) one line and exit
+2, never a traceback. Runs git and the installed `tfcompile`, so in the slow tier.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import job_text
+
+pytestmark = pytest.mark.slow
+
+TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
+ROLES = "chief: {replicas: 1}\nworker: {replicas: 2, gpus: 1}\nps: {replicas: 1}"
+JOB = job_text(image="tf:1", script="train.py", command=None, roles=ROLES) + (
+    "  storage:\n    shared: {mountPath: /mnt/shared, size: 10Gi}\n")
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+                "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid"}
+
+
+def git(repository: Path, *arguments: str) -> str:
+    return subprocess.run(["git", *arguments], cwd=repository, check=True, text=True,
+                          capture_output=True, env={**os.environ, **GIT_IDENTITY}).stdout
+
+
+def tfcompile(directory: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TFCOMPILE, *arguments], cwd=directory, capture_output=True,
+                          text=True, check=False, timeout=120)
+
+
+def build(repository: Path, job: str = JOB) -> None:
+    (repository / "jobs" / "demo" / "job.yaml").write_text(job)
+    built = tfcompile(repository, "build", "jobs")
+    assert built.returncode == 0, built.stderr
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A repository whose first commit holds a job and its compiled output."""
+    repository = tmp_path / "training-jobs"
+    (repository / "jobs" / "demo").mkdir(parents=True)
+    (repository / "jobs" / "demo" / "train.py").write_text("print('train')\n")
+    build(repository)
+    git(repository, "init", "-q", "-b", "main")
+    git(repository, "add", ".")
+    git(repository, "commit", "-q", "-m", "A job")
+    return repository
+
+
+def refused(result: subprocess.CompletedProcess[str], message: str) -> None:
+    """Exit 2, one line on stderr saying `message`, nothing on stdout."""
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"tfcompile: diff: {message}\n"
+
+
+def test_a_change_against_the_last_commit(repository: Path) -> None:
+    build(repository, JOB.replace("replicas: 2", "replicas: 3"))
+    result = tfcompile(repository, "diff", "HEAD")
+    assert result.returncode == 0, result.stderr
+    commit = git(repository, "rev-parse", "HEAD").strip()
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"tfcompile diff: output at HEAD ({commit[:12]}) → working tree"
+    assert lines[1] == "demo: changed"
+    assert "  replicas: worker 2 → 3" in lines
+    assert "  GPUs requested: 2 → 3" in lines
+    assert any(line.startswith("  restarts chief, ps, worker: ") and "TF_CONFIG" in line
+               for line in lines)
+    markdown = tfcompile(repository, "diff", "main", "--format", "markdown")
+    assert markdown.returncode == 0, markdown.stderr
+    assert "#### `demo`: changed\n" in markdown.stdout
+    assert "- GPUs requested: 2 → 3\n" in markdown.stdout
+    assert git(repository, "status", "--porcelain").strip()  # nothing was checked out
+
+
+def test_nothing_changed_and_deleted_jobs(repository: Path) -> None:
+    same = tfcompile(repository, "diff", "HEAD")
+    assert same.stdout.splitlines()[1:] == ["no job changes"]
+    (repository / "jobs" / "demo" / "job.yaml").unlink()
+    assert tfcompile(repository, "build", "jobs").returncode == 0
+    result = tfcompile(repository, "diff", "HEAD")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == [
+        "demo: deleted: its pods stop and its objects are pruned",
+        "  replicas: chief 1 → none, ps 1 → none, worker 2 → none",
+        "  GPUs requested: 2 → 0",
+        "  deletes claim demo-shared and the data on it"]
+
+
+def test_from_a_subdirectory_the_output_is_found_at_base_where_it_is_now(
+        repository: Path) -> None:
+    build(repository, JOB.replace("image: tf:1", "image: tf:2"))
+    result = tfcompile(repository / "jobs", "diff", "HEAD", "-o", "../output")
+    assert result.returncode == 0, result.stderr
+    assert "  restarts chief, ps, worker: image" in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("base", ["no-such-branch", "HEAD~3", "--output=elsewhere", "-h",
+                                  "HEAD:output", "HEAD^{tree}", "main\x1b[2J"])
+def test_a_base_that_is_not_a_revision(repository: Path, base: str) -> None:
+    shown = base.replace("\x1b", "\\x1b")
+    refused(tfcompile(repository, "diff", "--", base) if base.startswith("-")
+            else tfcompile(repository, "diff", base),
+            f"{shown}: is not a revision of this repository (a commit, branch or tag)")
+
+
+def test_not_a_git_repository(tmp_path: Path) -> None:
+    refused(tfcompile(tmp_path, "diff", "HEAD"), f"{tmp_path}: is not in a git repository")
+
+
+def test_output_missing_at_base(repository: Path) -> None:
+    git(repository, "rm", "-q", "-r", "--cached", "output")
+    git(repository, "commit", "-q", "-m", "No output")
+    refused(tfcompile(repository, "diff", "HEAD"), "output at HEAD: does not exist")
+    (repository / "elsewhere").mkdir()
+    refused(tfcompile(repository, "diff", "HEAD~1", "-o", "elsewhere"),
+            "elsewhere at HEAD~1: does not exist")
+
+
+def test_output_a_file_at_base(repository: Path) -> None:
+    git(repository, "rm", "-q", "-r", "--cached", "output")
+    (repository / "saved").mkdir()
+    (repository / "output").rename(repository / "saved" / "output")
+    (repository / "output").write_text("not a directory\n")
+    git(repository, "add", "output")
+    git(repository, "commit", "-q", "-m", "A file")
+    (repository / "output").unlink()
+    (repository / "saved" / "output").rename(repository / "output")
+    refused(tfcompile(repository, "diff", "HEAD"), "output at HEAD: is not a directory")
+
+
+def test_malformed_yaml_at_base(repository: Path) -> None:
+    path = repository / "output" / "demo" / "service-demo-worker.yaml"
+    good = path.read_text()
+    path.write_text("kind: Service\nmetadata: {name: [\n")
+    git(repository, "commit", "-q", "-a", "-m", "Broken")
+    path.write_text(good)
+    refused(tfcompile(repository, "diff", "HEAD"),
+            "output/demo/service-demo-worker.yaml at HEAD: is not valid YAML "
+            "(line 3, column 1)")
+
+
+def test_a_link_at_base(repository: Path) -> None:
+    path = repository / "output" / "demo" / "service-demo-worker.yaml"
+    good = path.read_text()
+    (repository / "elsewhere.yaml").write_text(good)
+    path.unlink()
+    path.symlink_to("../../elsewhere.yaml")
+    git(repository, "add", "-A")
+    git(repository, "commit", "-q", "-m", "A link")
+    path.unlink()
+    path.write_text(good)
+    refused(tfcompile(repository, "diff", "HEAD"),
+            "output/demo/service-demo-worker.yaml at HEAD: is a symbolic link, which "
+            "tfcompile never writes or follows")
+
+
+def test_an_output_outside_the_repository(repository: Path, tmp_path: Path) -> None:
+    (tmp_path / "other").mkdir()
+    refused(tfcompile(repository, "diff", "HEAD", "-o", str(tmp_path / "other")),
+            f"{tmp_path / 'other'}: is outside the git repository")
