@@ -92,17 +92,16 @@ def _job_directories(paths: Sequence[str], output: Path) -> list[Path]:
 
 
 def _validate(arguments: argparse.Namespace) -> int:
+    import itertools
     from contextlib import nullcontext
 
+    from tfcompile.compiler.checking.validation.many_jobs import validate_many
     from tfcompile.compiler.checking.validation.server import (
         ClusterError,
         server_session,
         with_server_checks,
     )
-    from tfcompile.compiler.checking.validation.validator import validate
     from tfcompile.compiler.kubernetes_versions import KubernetesVersionError
-
-    from .rendering.kustomize import RenderingError
 
     directories = _job_directories(arguments.directories, Path(arguments.output))
     if not directories:
@@ -112,15 +111,18 @@ def _validate(arguments: argparse.Namespace) -> int:
     failed = 0
     try:
         with server_session() if arguments.server else nullcontext() as session:
-            for directory in directories:
-                try:
-                    report = validate(directory, arguments.kubernetes_version,
-                                      allow_remote=arguments.allow_remote)
-                except KubernetesVersionError as error:
-                    print(f"tfcompile: {error}", file=sys.stderr)
-                    return EXIT_USAGE
-                except RenderingError as error:
-                    print(f"{directory}: cannot render: {error}", file=sys.stderr)
+            try:
+                outcomes = validate_many(directories, arguments.kubernetes_version,
+                                         allow_remote=arguments.allow_remote)
+                first = next(outcomes, None)
+            except KubernetesVersionError as error:
+                print(f"tfcompile: {error}", file=sys.stderr)
+                return EXIT_USAGE
+            for outcome in itertools.chain([first] if first is not None else [], outcomes):
+                report = outcome.report
+                if report is None:
+                    print(f"{outcome.directory}: cannot render: {outcome.render_error}",
+                          file=sys.stderr)
                     failed += 1
                     continue
                 if session is not None:

@@ -8,9 +8,12 @@ StatefulSet per role, TF_CONFIG built with Go templates); the floor is Python im
 and ruamel.yaml and validating with a one-field pydantic model, which tfcompile cannot go below.
 `validate` (of 100 jobs without components, 100 with the GPU and Azure components, and one large
 job) is shown next to `kubectl kustomize` (or `kustomize build`) alone, the part of its time
-that is Kustomize's. Builds keep their up-to-date records in the benchmark's own temporary
-directory; the rows marked "no record" run without one, as a fresh clone in CI does, and the "fresh
-output" rows build into a new directory each round, where no record can help. Python's bytecode
+that is Kustomize's; `validate` of the 100-job fleets is also shown next to what a CI without
+tfcompile would run: Kustomize on each job, one after the other, and one strict kubeconform over
+all they render (the goal: at most half of that). Builds keep their up-to-date records in the
+benchmark's own temporary directory; the rows marked "no record" run without one, as a fresh
+clone in CI does, and the "fresh output" rows build into a new directory each round, where no
+record can help. Python's bytecode
 cache is written and used, as in an installed tfcompile (`PYTHONDONTWRITEBYTECODE` is removed from
 the environment, and every command runs once before it is measured). After the table, the peak
 memory of fresh builds of 1, 100 and 400 jobs shows how memory grows with the number of jobs.
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,6 +35,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 CHART = Path(__file__).resolve().parent / "benchmark_chart"
@@ -128,6 +134,20 @@ def find_helm() -> str | None:
                             check=False).stdout.strip()
     candidate = Path(gopath.split(os.pathsep)[0] if gopath else "") / "bin" / "helm"
     return str(candidate) if gopath and candidate.is_file() else None
+
+
+def kubeconform_schemas(cache: Path) -> str:
+    """kubeconform's `-schema-location` for the schemas `validate` uses (written once, here)."""
+    from tfcompile.compiler.checking.validation import kubeconform_schemas as layout
+
+    return layout.schema_location(layout.prepare(cache, [DEFAULT_KUBERNETES_VERSION]))
+
+
+def find_kubeconform() -> str | None:
+    """kubeconform in the virtualenv beside this Python (where `scripts/setup.sh` puts it), else
+    on PATH."""
+    beside = Path(sys.executable).parent / "kubeconform"
+    return str(beside) if beside.is_file() else shutil.which("kubeconform")
 
 
 def find_kustomize() -> list[str] | None:
@@ -250,6 +270,22 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
             return lambda: [[helm, "template", name, str(CHART), "--set", f"name={name}"]
                             for name in names]
 
+        kubeconform = find_kubeconform()
+        schema_location = kubeconform_schemas(root / "kubeconform-schemas")
+
+        def kubeconform_peer(output: str) -> Callable[[], list[list[str]]] | None:
+            """What a CI without tfcompile would run: Kustomize on each job, one after the
+            other, and one strict kubeconform over all that they render (offline, on the
+            schemas `validate` uses)."""
+            if kustomize is None or kubeconform is None:
+                return None
+            renderings = " ".join(shlex.join([*kustomize, f"{output}/{name}"]) + "; echo ---;"
+                                  for name in fleet)
+            check = shlex.join([kubeconform, "-strict", "-summary", "-kubernetes-version",
+                                kubeconform_version(DEFAULT_KUBERNETES_VERSION),
+                                "-schema-location", schema_location, "-"])
+            return lambda: [["sh", "-c", f"set -e; {{ {renderings} }} | {check}"]]
+
         cases = [
             Case("build: one job (chief, 2 workers, ps, evaluator)",
                  lambda number: [build("one", f"one-output-{number}")],
@@ -274,15 +310,24 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                  lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
                  (lambda: [[*kustomize, f"fleet-output/{name}"] for name in fleet])
                  if kustomize else None),
+            Case(f"validate: {FLEET_SIZE} jobs vs kustomize each + kubeconform all",
+                 lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
+                 kubeconform_peer("fleet-output"), "≤ 0.5x peer"),
             Case(f"validate: {FLEET_SIZE} jobs with components gpu, azure",
                  lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
                  (lambda: [[*kustomize, f"components-output/{name}"] for name in fleet])
                  if kustomize else None),
+            Case(f"validate: {FLEET_SIZE} jobs with components vs kustomize + kubeconform",
+                 lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
+                 kubeconform_peer("components-output"), "≤ 0.5x peer"),
             Case(f"validate: one job of {LARGE_WORKERS} workers",
                  lambda number: [[*tfcompile, "validate", "large-output/large"]],
                  (lambda: [[*kustomize, "large-output/large"]]) if kustomize else None,
                  "≤ 1 s beyond kustomize, < 200 MB"),
         ]
+        if kubeconform is None:
+            print("kubeconform: not on PATH (its rows have no peer); scripts/setup.sh "
+                  "installs it into the virtualenv")
         if helm is None:
             print("helm: not installed (peer columns empty); "
                   "go install helm.sh/helm/v3/cmd/helm@v3.22.0")

@@ -112,7 +112,8 @@ def main() -> None:
     serve(int(workers[task_index].rpartition(":")[2]), progress)
     peers = [address for index, address in enumerate(workers) if index != task_index]
     reached: set[str] = set()
-    wait_for_peers(peers, initial_epoch, reached)
+    if initial_epoch < arguments.epochs:  # after the last epoch there is nothing to train together
+        wait_for_peers(peers, initial_epoch, reached)
     log = shared / "progress" / f"{task_type}-{task_index}.log"
     for epoch in range(initial_epoch, arguments.epochs):
         time.sleep(arguments.epoch_seconds)

@@ -400,7 +400,9 @@ def kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shims.mkdir()
     log = tmp_path / "kustomize-runs.log"
     shim = shims / Path(real).name
-    shim.write_text(f'#!/bin/sh\necho run >> "{log}"\nexec "{real}" "$@"\n')
+    # Only renders count: another test's leftover thread may run kubectl for other work.
+    shim.write_text(f'#!/bin/sh\ncase "$1" in kustomize|build) echo run >> "{log}";; esac\n'
+                    f'exec "{real}" "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
     log.write_text("")

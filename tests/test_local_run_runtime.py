@@ -499,6 +499,9 @@ def test_a_killed_runner_leaves_no_process_and_the_next_run_removes_its_files(
     """SIGKILL cannot be caught: the kernel ends the pods (which run as a user other than root,
     one of them with a daemon in a session of its own) and their mounts with the runner."""
     runner, _ = start_runner_until_ready(tmp_path, token)
+    deadline = time.monotonic() + 30  # the daemon's pod may start after the one that is ready
+    while not _processes_mentioning([f"{token} daemon"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(_processes_mentioning([f"{token} daemon"])) == 1
     assert _mounts_mentioning([str(tmp_path)])  # each container's mounts, in its namespace
     runner.kill()

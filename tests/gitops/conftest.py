@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,17 +102,25 @@ def gitops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitOps]:
         down = subprocess.run(["bash", str(CONTROL_PLANE), "down"], capture_output=True,
                               text=True, check=False, env=environment, timeout=180)
         assert down.returncode == 0, down.stderr
-    # `down` leaves nothing behind: no process, no port, no mount, no file.
-    leftovers = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if str(run_directory).encode() in (entry / "cmdline").read_bytes():
-                    leftovers.append(int(entry.name))
-            except OSError:
-                continue
+    # `down` leaves nothing behind: no process, no port, no mount, no file. A process it has
+    # stopped may still be leaving the process table for a moment.
+    deadline = time.monotonic() + 10
+    while (leftovers := _processes_naming(run_directory)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert leftovers == [], f"processes of the tier outlived `down`: {leftovers}"
     assert ports, "no listening port was found while the tier ran"
     assert [port for port in ports if _listening(port)] == []
     assert str(run_directory) not in Path("/proc/mounts").read_text()
     assert not run_directory.exists(), "`down` left the run directory"
+
+
+def _processes_naming(run_directory: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(run_directory).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
