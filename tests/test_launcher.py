@@ -342,10 +342,82 @@ def test_the_record_format_the_cluster_enforces_is_the_launchers() -> None:
     the same expression with RE2; tests/cluster/ shows the launcher's records pass it)."""
     revision = "0123456789ab"
     for value in (f"succeeded {revision}", f"failed {revision} exit 3 after 2 restarts",
-                  f"failed {revision} exit 137 after 0 restarts"):
+                  f"failed {revision} exit 137 after 0 restarts",
+                  f"failed {revision} deadline 1h30m passed",
+                  f"training {revision} since 1795000000 stops 0",
+                  f"stopped {revision} after 3600 stops 2"):
         assert re.fullmatch(launcher.RECORD_PATTERN, value), value
     for value in (f"succeeded {revision} ", f"succeeded {revision}\x1b]0;x\x07", "succeeded",
                   f"succeeded {revision}0", "succeeded unknown", f"done {revision}",
                   f"failed {revision}", f"failed {revision} exit 3 after 2 restarts; more",
-                  f"failed {revision} exit -1 after 2 restarts", ""):
+                  f"failed {revision} exit -1 after 2 restarts", ""
+                  f"failed {revision} deadline 1h passed; more", f"training {revision}",
+                  f"training {revision} since -5 stops 0", f"stopped {revision} after 1 stops",
+                  f"training {revision} since 1795000000 stops 0 and more"):
         assert not re.fullmatch(launcher.RECORD_PATTERN, value), value
+
+
+def test_the_deadline_clock_goes_on_after_a_restart_and_pauses_while_stopped() -> None:
+    """What a task's record says of the deadline's clock: running since a time, or stopped after
+    so many seconds (the time it was stopped does not count); another revision's is no clock."""
+    revision = "0123456789ab"
+    now = 1_800_000_000.0
+    assert program.parse_clock(f"training {revision} since 1799999000 stops 1", revision,
+                               now) == (1_799_999_000.0, 1)
+    assert program.parse_clock(f"stopped {revision} after 600 stops 2", revision,
+                               now) == (now - 600, 2)
+    assert program.parse_clock(f"training {revision} since 1900000000 stops 0", revision,
+                               now) == (now, 0)  # a clock from the future starts now
+    for record in (f"training {'f' * 12} since 1799999000 stops 1", f"succeeded {revision}",
+                   f"stopped {revision} after x stops 2", ""):
+        assert program.parse_clock(record, revision, now) is None
+
+
+def test_a_peer_task_is_every_task_of_tf_config_but_this_one() -> None:
+    tf_config = {"cluster": {"worker": ["a-worker-0.a-worker:2222", "a-worker-1.a-worker:2222"],
+                             "ps": ["a-ps-0.a-ps:2222"]},
+                 "task": {"type": "worker", "index": 1}}
+    assert program.peer_tasks(tf_config) == ["ps-0", "worker-0"]
+    assert program.peer_hosts(tf_config) == ["a-ps-0.a-ps", "a-worker-0.a-worker"]
+
+
+@pytest.mark.slow
+def test_a_training_past_its_deadline_is_stopped_and_recorded_as_failed(tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path, "  deadline: 2s\n"))
+    started = time.monotonic()
+    training = pod.start(
+        "sleep 30 & trap 'kill $!; echo saved-a-checkpoint; exit 0' TERM; wait")
+    while not (pod.state / launcher.FAILED).exists() and time.monotonic() - started < 10:
+        time.sleep(0.1)
+    assert 2 <= time.monotonic() - started < 5
+    assert idles(training)  # a task stopped at its deadline does not train again
+    output = stop(training)
+    assert "saved-a-checkpoint" in output  # the training got SIGTERM, and time to save
+    assert "has trained for its deadline" in output
+    assert (pod.state / launcher.FAILED).read_text() == "deadline 2s passed\n"
+    again = pod.start("echo trained-again")
+    assert idles(again)
+    assert "trained-again" not in stop(again)
+
+
+@pytest.mark.slow
+def test_the_deadline_counts_restarts_but_not_the_time_a_stopped_task_waits(
+        tmp_path: Path) -> None:
+    pod = Pod(tmp_path, settings_of(tmp_path, "  deadline: 4s\n"))
+    assert pod.start("sleep 1; exit 1").wait(timeout=10) == 1  # a failure: the clock goes on
+    sleeper = pod.start("trap 'exit 143' TERM; sleep 30 & wait")
+    time.sleep(1.5)
+    sleeper.terminate()  # deleted or evicted: the clock pauses at about 2.5 s
+    assert sleeper.wait(timeout=10) == 143
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(sleeper.pid, signal.SIGKILL)
+    clock = (pod.state / "clock").read_text().split()
+    assert clock[0] == "stopped" and clock[4:] == ["stops", "1"], clock
+    assert 2 <= int(clock[3]) <= 3
+    time.sleep(3)  # longer than the deadline's rest: a stopped task's time does not count
+    started = time.monotonic()
+    resumed = pod.start("sleep 30 & trap 'kill $!; exit 0' TERM; wait")
+    while not (pod.state / launcher.FAILED).exists() and time.monotonic() - started < 10:
+        time.sleep(0.1)
+    assert 0.8 <= time.monotonic() - started < 3.5
+    assert "deadline 4s passed" in stop(resumed)

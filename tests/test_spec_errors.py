@@ -149,10 +149,6 @@ MISTAKES = [
             "0h is 0 s; give at least 1s and at most 8784h"),
     Mistake("deadline past a year", job("deadline: 9000h\n"), "9000h", "spec.deadline",
             "9000h is 32400000 s; give at least 1s and at most 8784h"),
-    Mistake("deadline not enforced yet", job("deadline: 48h\n"), "48h", "spec.deadline",
-            "this version's launcher does not stop a revision at a deadline yet"),
-    Mistake("onFailure release not enforced yet", job("onFailure: release\n"), "release",
-            "spec.onFailure", "this version's launcher does not release a job that gave up yet"),
     Mistake("unknown onFailure", job("onFailure: delete\n"), "delete", "spec.onFailure",
             "'idle' or 'release'"),
 ]

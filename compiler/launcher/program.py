@@ -13,13 +13,21 @@ exits 0 would train again and again. The launcher runs the training command and:
   evaluation);
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
-  and idles (or releases the job's pods with `onSuccess: release`);
+  and idles (or releases the job's pods with `onFailure: release`); a failure that follows a
+  peer's stop (a peer deleted, evicted or drained during this training) is not counted;
+- keeps the deadline's clock (`deadline`): the seconds this revision has trained in this task,
+  the times a signal stopped it left out, in the task's record (`training <revision> since
+  <epoch seconds> stops <n>`, and `stopped <revision> after <seconds> stops <n>` once a signal
+  stopped it); when the clock passes the deadline it stops the training and records the failure
+  (`deadline <duration> passed`), then idles or releases as after any failure;
 - in a sweep's trial, records after its success the result the training wrote at
   `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
   `result: <revision> <compact JSON>` beside the task's record, in a request of its own (so a
   cluster policy that predates results keeps the success); a result that is not such an
   object is said and left out, and a stale one is removed before the training starts;
-- forwards SIGTERM and SIGINT to the training process, so pods stop promptly;
+- forwards SIGTERM and SIGINT to the training process, so pods stop promptly, after recording the
+  stop (so a peer that fails for the loss of this task finds it and does not count the failure);
+  the training has the pod's grace period (`terminationGracePeriodSeconds`) to save a checkpoint;
 - holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
   stops it when a peer answers another one (the revision gate; `compiler/objects/revision_gate.py`
   says why).
@@ -28,8 +36,8 @@ It uses only the standard library and the Python of TensorFlow images (3.8 and l
 the API server with the pod's service-account token, and has no dollar sign at all, so neither
 Flux's post-build substitution nor the kubelet's variable expansion can touch it. Its settings
 come only from its settings file (which tasks make the job succeed, which StatefulSets it may
-scale, the failure policy, the gate's timing) and its arguments (`--role=`, the pod's role); the
-pod's index (`TASK_INDEX`), revision and `TF_CONFIG` come from its environment.
+scale, the failure policy, the deadline, the gate's timing) and its arguments (`--role=`, the
+pod's role); the pod's index (`TASK_INDEX`), revision and `TF_CONFIG` come from its environment.
 
 `PROTOCOL` is what the pods of one job must agree on: the revision gate's answers, the record
 format, the settings it reads, the arguments and paths it is started with. A change to any of
@@ -59,7 +67,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Dict, NoReturn
 
-PROTOCOL = 1
+PROTOCOL = 2
 """The launcher's protocol version (see the module's docstring)."""
 
 RESERVED_MOUNT_PATH = "/opt/tfcompile"
@@ -76,6 +84,18 @@ REVISION_VARIABLE = "TFCOMPILE_REVISION"
 FIELD_MANAGER = "tfcompile-launcher"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+TRAINING = "training"
+STOPPED = "stopped"
+"""A task's record while it trains, and after a signal stopped it (deleted, evicted, drained,
+suspended): `training <revision> since <epoch seconds> stops <n>`, `stopped <revision> after
+<seconds> stops <n>`. The deadline's clock, and the count of signal stops its peers compare."""
+CLOCK_FILE = "clock"
+"""This pod's copy of the task's training record, for a run without an API server."""
+STOP_SECONDS = 30.0
+"""How long a training stopped by the launcher (deadline, another revision) has to end after
+SIGTERM before it is killed."""
+STOP_RECORD_SECONDS = 3.0
+"""The longest one attempt to record a stop may take (the pod's grace period is running)."""
 FAILURES_FILE = "failures"
 FAILED_REVISION_KEY = "failed-revision"
 FAILED_TASK_KEY = "failed-task"
@@ -128,7 +148,8 @@ class ApiServer:
         self.url = url.rstrip("/")
         self.context = ssl.create_default_context(cafile=os.path.join(account, "ca.crt"))
 
-    def call(self, method: str, path: str, body: Settings | None = None) -> Settings:
+    def call(self, method: str, path: str, body: Settings | None = None, attempts: int = 6,
+             timeout: float = 30.0) -> Settings:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
         request.add_header("Authorization", "Bearer " + self.token)
@@ -137,9 +158,10 @@ class ApiServer:
             request.add_header("Content-Type", "application/merge-patch+json")
         delay = 1.0
         problem: Exception = OSError("no attempt made")
-        for attempt in range(6):
+        for attempt in range(attempts):
             try:
-                with urllib.request.urlopen(request, context=self.context, timeout=30) as answer:
+                with urllib.request.urlopen(request, context=self.context,
+                                            timeout=timeout) as answer:
                     found = json.loads(answer.read() or b"{}")
                     return found if isinstance(found, dict) else {}
             except urllib.error.HTTPError as error:
@@ -148,7 +170,7 @@ class ApiServer:
                 problem = error
             except (OSError, ValueError) as error:
                 problem = error
-            if attempt < 5:
+            if attempt < attempts - 1:
                 time.sleep(delay)
                 delay *= 2
         raise problem
@@ -160,9 +182,10 @@ class ApiServer:
         data = self.call("GET", self.config_map_path(name)).get("data") or {}
         return {str(key): str(value) for key, value in data.items()}
 
-    def record(self, name: str, entries: dict[str, str]) -> None:
+    def record(self, name: str, entries: dict[str, str], attempts: int = 6,
+               timeout: float = 30.0) -> None:
         self.call("PATCH", self.config_map_path(name) + "?fieldManager=" + FIELD_MANAGER,
-                  {"data": entries})
+                  {"data": entries}, attempts, timeout)
 
     def scale_to_zero(self, statefulset: str) -> None:
         path = ("/apis/apps/v1/namespaces/" + self.namespace + "/statefulsets/" + statefulset
@@ -207,11 +230,14 @@ class RevisionGate:
         except (OSError, UnicodeDecodeError):
             return None
 
-    def wait(self) -> None:
-        """Return once every other task has answered this task's revision."""
+    def wait(self, until: float | None = None) -> bool:
+        """Return True once every other task has answered this task's revision; False when the
+        time `until` (epoch seconds) comes first."""
         pending = list(self.peers)
         reported = None
         while pending:
+            if until is not None and time.time() >= until:
+                return False
             answers = [(host, self.revision_of(host)) for host in pending]
             pending = [host for host, answer in answers if answer != self.revision]
             if not pending:
@@ -224,6 +250,7 @@ class RevisionGate:
             time.sleep(self.wait_seconds)
         if self.peers:
             say("every task runs revision " + self.revision + "; training")
+        return True
 
     def superseded(self) -> str | None:
         """A peer that answers another revision, or None; asks a few peers per call, in turn."""
@@ -239,13 +266,39 @@ class RevisionGate:
 
 def peer_hosts(tf_config: Settings) -> list[str]:
     """The host of every task in TF_CONFIG's cluster but this one."""
+    return [str(address).rsplit(":", 1)[0] for _, address in peers(tf_config)]
+
+
+def peer_tasks(tf_config: Settings) -> list[str]:
+    """The record key (`<role>-<index>`) of every task in TF_CONFIG's cluster but this one."""
+    return [task for task, _ in peers(tf_config)]
+
+
+def peers(tf_config: Settings) -> list[tuple[str, str]]:
     task = tf_config.get("task") or {}
-    hosts = []
+    found = []
     for role, addresses in sorted((tf_config.get("cluster") or {}).items()):
         for index, address in enumerate(addresses):
             if role != task.get("type") or index != task.get("index"):
-                hosts.append(str(address).rsplit(":", 1)[0])
-    return hosts
+                found.append((str(role) + "-" + str(index), str(address)))
+    return found
+
+
+def parse_clock(record: str, revision: str, now: float) -> tuple[float, int] | None:
+    """When the deadline's clock started (epoch seconds) and how many times a signal stopped
+    the task, from a training record of `revision`; None for any other record."""
+    parts = record.split(" ")
+    if len(parts) != 6 or parts[1] != revision or parts[4] != "stops":
+        return None
+    try:
+        seconds, stops = float(parts[3]), int(parts[5])
+    except ValueError:
+        return None
+    if parts[0] == TRAINING and parts[2] == "since":
+        return min(seconds, now), stops
+    if parts[0] == STOPPED and parts[2] == "after":
+        return now - seconds, stops
+    return None
 
 
 class State:
@@ -260,6 +313,8 @@ class State:
         self.task = task
         self.api: ApiServer | None = None
         self.records: dict[str, str] = {}
+        self.started = time.time()
+        self.stops = 0
         if not os.path.exists(os.path.join(where["account"], "token")):
             return  # no API server to record in (a local run): this pod's emptyDir only
         try:
@@ -320,6 +375,58 @@ class State:
                 say("could not record the result in the API server (" + describe(error)
                     + "); a launcher policy applied before results existed refuses it: apply "
                     "deploy/cluster/launcher-policy.yaml as tfcompile init writes it now")
+
+    def start_clock(self) -> float:
+        """Go on with the deadline's clock of this revision (the API server's record, or this
+        pod's copy) or start it, and record that the task trains; when the clock started."""
+        now = time.time()
+        clock = None
+        for record in (self.records.get(self.task, ""), self.read_marker(CLOCK_FILE)):
+            clock = parse_clock(record, self.revision, now)
+            if clock is not None:
+                break
+        self.started, self.stops = clock if clock is not None else (now, 0)
+        self.save_clock(TRAINING + " " + self.revision + " since " + str(int(self.started))
+                        + " stops " + str(self.stops))
+        return self.started
+
+    def record_stop(self) -> None:
+        """A signal stops the training: pause the clock and count the stop, first thing, so a
+        peer that fails for the loss of this task finds the stop recorded."""
+        self.stops += 1
+        self.save_clock(STOPPED + " " + self.revision + " after "
+                        + str(max(0, int(time.time() - self.started))) + " stops "
+                        + str(self.stops), attempts=2, timeout=STOP_RECORD_SECONDS)
+
+    def save_clock(self, record: str, attempts: int = 6, timeout: float = 30.0) -> None:
+        with open(self.marker(CLOCK_FILE), "w") as marker:
+            marker.write(record + "\n")
+        if self.records.get(self.task) == record:
+            return
+        self.records[self.task] = record
+        if self.api is not None:
+            try:
+                self.api.record(self.settings["stateConfigMap"], {self.task: record}, attempts,
+                                timeout)
+            except (OSError, ValueError) as error:
+                say("could not record " + repr(record) + " in the API server ("
+                    + describe(error) + ")")
+
+    def read_marker(self, name: str) -> str:
+        try:
+            with open(self.marker(name)) as marker:
+                return marker.read().strip()
+        except OSError:
+            return ""
+
+    def stops_of(self, tasks: list[str]) -> dict[str, int]:
+        """How many times a signal stopped each task at this revision, by its record."""
+        now = time.time()
+        found = {}
+        for task in tasks:
+            clock = parse_clock(self.records.get(task, ""), self.revision, now)
+            found[task] = 0 if clock is None else clock[1]
+        return found
 
     def failures(self) -> int:
         """How many times the training failed in this pod (the emptyDir outlives restarts)."""
@@ -434,8 +541,9 @@ def after_success(state: State, settings: Settings) -> None:
 
 
 def after_failure(state: State, settings: Settings) -> None:
-    if settings["onSuccess"] == "release":
-        say("releasing the job's pods")
+    """With onFailure: release, scale the job to 0 once it has given up."""
+    if settings.get("onFailure") == "release":
+        say("the job has given up; releasing its pods")
         release(state, own_last(settings["releaseFirst"] + settings["releaseLast"], state.role))
 
 
@@ -451,30 +559,65 @@ def idle(reason: str) -> NoReturn:
         time.sleep(3600)
 
 
-def train(command: list[str], gate: RevisionGate) -> tuple[int, bool, str | None]:
-    """Run the command, forwarding SIGTERM and SIGINT and watching the peers' revisions: its
-    exit status (128+N for signal N), whether a signal stopped it, and why the gate stopped it."""
+class Ending:
+    """How a training ended: its exit status (128+N for signal N) and what, if anything, ended
+    it from outside: a signal to the pod, a peer of another revision, or the deadline; and how
+    many times each peer had been stopped when it started."""
+
+    def __init__(self, status: int, signalled: bool = False, superseded: str | None = None,
+                 deadline: bool = False, peer_stops: dict[str, int] | None = None) -> None:
+        self.status = status
+        self.peer_stops = peer_stops or {}
+        self.signalled = signalled
+        self.superseded = superseded
+        self.deadline = deadline
+
+
+def stop(child: subprocess.Popen[bytes]) -> int:
+    """SIGTERM, `STOP_SECONDS` to end, then SIGKILL; the exit status."""
+    child.terminate()
+    try:
+        return child.wait(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        return child.wait()
+
+
+def train(command: list[str], gate: RevisionGate, state: State, until: float | None,
+          peers: list[str]) -> Ending:
+    """Run the command once every task runs this revision, forwarding SIGTERM and SIGINT (the
+    stop recorded first), watching the peers' revisions and the deadline (`until`)."""
     stopping: list[int] = []
     child: subprocess.Popen[bytes] | None = None
 
     def forward(number: int, frame: object) -> None:
+        if not stopping:
+            state.record_stop()
+        stopping.append(number)
         if child is None:
             sys.exit(0)  # stopped while waiting at the gate: nothing to stop but this
-        stopping.append(number)
         with contextlib.suppress(OSError):
             child.send_signal(number)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    gate.wait()
+    if not gate.wait(until):
+        return Ending(1, deadline=True)
+    state.refresh()
+    peer_stops = state.stops_of(peers)
     try:
         child = subprocess.Popen(command)
     except OSError as error:
         say("cannot start " + repr(command[0]) + ": " + str(error))
-        return 127, False, None
+        return Ending(127, peer_stops=peer_stops)
     while True:
+        wait = gate.watch_seconds
+        if until is not None and not stopping:
+            if time.time() >= until:
+                return Ending(stop(child), deadline=True)
+            wait = max(0.1, min(wait, until - time.time()))
         try:
-            status = child.wait(timeout=gate.watch_seconds)
+            status = child.wait(timeout=wait)
             break
         except subprocess.TimeoutExpired:
             pass
@@ -482,14 +625,10 @@ def train(command: list[str], gate: RevisionGate) -> tuple[int, bool, str | None
             continue
         reason = gate.superseded()
         if reason is not None:
-            child.terminate()
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-            return 1, False, reason
-    return (128 - status if status < 0 else status), bool(stopping), None
+            stop(child)
+            return Ending(1, superseded=reason)
+    return Ending(128 - status if status < 0 else status, signalled=bool(stopping),
+                  peer_stops=peer_stops)
 
 
 def read_settings(path: str, revision: str) -> Settings:
@@ -532,17 +671,36 @@ def main(arguments: list[str]) -> int:
         idle("this task already failed and stopped retrying")
     result_file = os.environ.get(RESULT_VARIABLE, "")
     remove_result(result_file)
-    status, stopping, superseded = train(command, gate)
-    if stopping:
+    started = state.start_clock()
+    deadline = settings.get("deadline")
+    until = None if deadline is None else started + float(deadline["seconds"])
+    tasks = peer_tasks(json.loads(os.environ.get("TF_CONFIG") or "{}"))
+    ending = train(command, gate, state, until, tasks)
+    status = ending.status
+    if ending.signalled:
         return status
-    if superseded is not None:
-        say(superseded + ", not " + revision + ": stopping the training; this pod is being "
-            "replaced")
+    if ending.superseded is not None:
+        say(ending.superseded + ", not " + revision + ": stopping the training; this pod is "
+            "being replaced")
         return status
+    if ending.deadline and deadline is not None:
+        why = "deadline " + str(deadline["written"]) + " passed"
+        say("revision " + revision + " has trained for its deadline; stopped (" + why + ")")
+        state.record(FAILED, why)
+        after_failure(state, settings)
+        idle("the task stopped at the deadline")
     if status == 0:
         state.record(SUCCEEDED, result=read_result(result_file))
         after_success(state, settings)
         idle("training succeeded")
+    state.refresh()
+    stopped = [task for task, stops in state.stops_of(tasks).items()
+               if stops > ending.peer_stops.get(task, 0)]
+    if stopped:
+        say("training exited with status " + str(status) + " after " + ", ".join(stopped)
+            + " stopped (deleted, evicted or drained); not counted as a failure, the kubelet "
+            "will restart it")
+        return status
     policy = settings.get("failurePolicy")
     failures = state.count_failure()
     if policy is not None:

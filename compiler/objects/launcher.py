@@ -33,14 +33,16 @@ from tfcompile.compiler.launcher.program import (
     REVISION_SETTING,
     SETTINGS_FILE,
     STATE_DIRECTORY,
+    STOPPED,
     SUCCEEDED,
+    TRAINING,
 )
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL",
     "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING", "SETTINGS_FILE",
-    "STATE_DIRECTORY", "SUCCEEDED", "LauncherProgram",
+    "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram",
 ]
 
 STATE_VOLUME = "tfcompile-state"
@@ -53,13 +55,19 @@ LAUNCHER_DIRECTORY = f"{RESERVED_MOUNT_PATH}/launcher"
 PROGRAM_FILE = "tfcompile-launcher.py"
 REVISION_DIGITS = 12
 """A revision is this many hexadecimal digits of a digest (`compile.revision`)."""
+_REVISION = rf"[0-9a-f]{{{REVISION_DIGITS}}}"
 RECORD_PATTERN = (
-    rf"^({SUCCEEDED} [0-9a-f]{{{REVISION_DIGITS}}}"
-    rf"|{FAILED} [0-9a-f]{{{REVISION_DIGITS}}} exit [0-9]{{1,3}} after [0-9]{{1,9}} restarts)$"
+    rf"^({SUCCEEDED} {_REVISION}"
+    rf"|{FAILED} {_REVISION} (exit [0-9]{{1,3}} after [0-9]{{1,9}} restarts"
+    rf"|deadline [0-9hms]{{2,24}} passed)"
+    rf"|{TRAINING} {_REVISION} since [0-9]{{1,12}} stops [0-9]{{1,9}}"
+    rf"|{STOPPED} {_REVISION} after [0-9]{{1,12}} stops [0-9]{{1,9}})$"
 )
-"""Every value the launcher records for its task (`State.record`): `succeeded <revision>`, or
-`failed <revision> exit <status> after <restarts> restarts`. A regular expression that RE2 (the
-API server's, for the launcher policy) and Python read alike."""
+"""Every value the launcher records for its task (`State.record`, `State.save_clock`):
+`succeeded <revision>`; `failed <revision> exit <status> after <restarts> restarts` or `failed
+<revision> deadline <duration> passed`; `training <revision> since <epoch seconds> stops <n>`;
+`stopped <revision> after <seconds> stops <n>`. A regular expression that RE2 (the API server's,
+for the launcher policy) and Python read alike."""
 RESULT_PATTERN = rf"^[0-9a-f]{{{REVISION_DIGITS}}} [{{].*[}}]$"
 """A sweep trial's recorded result, `<revision> {...}` (`RESULT_KEY`), for RE2 (the launcher
 policy) as for Python."""

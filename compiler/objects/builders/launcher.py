@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 from tfcompile.compiler.objects import launcher
-from tfcompile.spec.models import OnSuccess, RoleName, TrainingJob
+from tfcompile.spec.models import OnFailure, OnSuccess, RoleName, TrainingJob
 
 from ..labels import JOB_LABEL, LAUNCHER_COMPONENT, object_labels
 from ..names import launcher_config_map_name, role_name, state_config_map_name
@@ -46,6 +46,9 @@ def launcher_settings(job: TrainingJob) -> dict[str, Any]:
         "evaluatorTasks": launcher.task_names(
             RoleName.EVALUATOR.value, job.spec.roles.replicas(RoleName.EVALUATOR)),
         "onSuccess": job.spec.on_success.value,
+        "onFailure": job.spec.on_failure.value,
+        "deadline": None if job.spec.deadline is None else {
+            "seconds": job.spec.deadline_seconds(), "written": job.spec.deadline},
         "releaseFirst": [role_name(name, role) for role in defined
                          if role is not RoleName.EVALUATOR],
         "releaseLast": [role_name(name, role) for role in defined
@@ -106,4 +109,6 @@ def launcher_config_map(job: TrainingJob, program: launcher.LauncherProgram) -> 
 
 
 def releases(job: TrainingJob) -> bool:
-    return job.spec.on_success is OnSuccess.RELEASE
+    """Whether the job's own pods may scale it to 0: after success, after giving up, or both."""
+    return (job.spec.on_success is OnSuccess.RELEASE
+            or job.spec.on_failure is OnFailure.RELEASE)

@@ -2,8 +2,8 @@
 their own record.
 
 RBAC grants verbs on named objects, nothing finer: the launcher's Role lets a pod patch its job's
-state ConfigMap and (with `onSuccess: release`) the `scale` of its job's StatefulSets, but it
-cannot say which key of the ConfigMap, nor which replica count. Without more, a pod's token could
+state ConfigMap and (with `onSuccess` or `onFailure: release`) the `scale` of its job's
+StatefulSets, but it cannot say which key of the ConfigMap, nor which replica count. Without more, a pod's token could
 scale its job to 40 replicas, or record another task's success. Two ValidatingAdmissionPolicies
 (admissionregistration.k8s.io/v1, Kubernetes 1.30 and later), applied once per cluster from the
 file `init` writes, say the rest in CEL:
@@ -221,8 +221,11 @@ def records_policy() -> dict[str, Any]:
                            f"variables.new[variables.task].matches('{RECORD_PATTERN}')",
              "reason": "Forbidden",
              "messageExpression": "'pod ' + variables.pod + ' may record only \"succeeded "
-                                  "<revision>\" or \"failed <revision> exit <status> after "
-                                  "<restarts> restarts\"'"},
+                                  "<revision>\", \"failed <revision> exit <status> after "
+                                  "<restarts> restarts\", \"failed <revision> deadline "
+                                  "<duration> passed\", \"training <revision> since <time> "
+                                  "stops <n>\" or \"stopped <revision> after <seconds> stops "
+                                  "<n>\"'"},
         ],
     )
 
