@@ -4,9 +4,9 @@ their own record.
 RBAC grants verbs on named objects, nothing finer: the launcher's Role lets a pod patch its job's
 state ConfigMap and (with `onSuccess` or `onFailure: release`) the `scale` of its job's
 StatefulSets, but it cannot say which key of the ConfigMap, nor which replica count. Without
-more, a pod's token could scale its job to 40 replicas, or record another task's success. Two ValidatingAdmissionPolicies
-(admissionregistration.k8s.io/v1, Kubernetes 1.30 and later), applied once per cluster from the
-file `init` writes, say the rest in CEL:
+more, a pod's token could scale its job to 40 replicas, or record another task's success. Two
+ValidatingAdmissionPolicies (admissionregistration.k8s.io/v1, Kubernetes 1.30 and later), applied
+once per cluster from the file `init` writes, say the rest in CEL:
 
 - `scale`: a pod may set the replicas of its own job's StatefulSets (`<job>-<role>`) to 0, and
   to nothing else;
