@@ -117,11 +117,21 @@ def test_a_pod_s_own_token_writes_only_its_own_record(cluster: Cluster, tmp_path
                                                    "only beside its own failure record"), wrong
     assert refused(pod.patch_state(job, {"data": summary}), "records",
                    "only beside its own failure record")  # worker-0 still says succeeded
+    # The deadline's failure with its summary, and the deadline clock's records (training,
+    # stopped by a signal).
+    deadline = {"worker-0": f"failed {revision} deadline 1h30m passed",
+                "failed-revision": revision, "failed-task": "worker-0 (deadline 1h30m passed)"}
+    for data in (deadline, {"worker-0": f"training {revision} since 1795000000 stops 0"},
+                 {"worker-0": f"stopped {revision} after 60 stops 1"}):
+        admitted = pod.patch_state(job, {"data": data})
+        assert admitted.returncode == 0, (data, admitted.stderr)
     recorded = pod.patch_state(job, {"data": {"worker-0": failure, **summary}})
     assert recorded.returncode == 0, recorded.stderr
     # Only the launcher's format, no removal, nothing but data.
     for value in (f"succeeded {revision}\x1b]0;owned\x07", "succeeded", f"done {revision}",
-                  f"failed {revision} exit 3 after 2 restarts\n", ""):
+                  f"failed {revision} exit 3 after 2 restarts\n", "",
+                  f"failed {revision} deadline soon passed", f"training {revision} since 1",
+                  f"stopped {revision} after -1 stops 0"):
         assert refused(pod.patch_state(job, {"data": {"worker-0": value}}), "records",
                        "may record only"), repr(value)
     assert refused(pod.patch_state(job, {"data": {"worker-0": None}}), "records",

@@ -296,7 +296,7 @@ def test_success_is_recorded_sticks_and_releases_the_job_evaluator_last(
 
 def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
         cluster: Cluster, tmp_path: Path, pods: Any) -> None:
-    job = deploy(cluster, tmp_path, "broken", "  onSuccess: release\n"
+    job = deploy(cluster, tmp_path, "broken", "  onFailure: release\n"
                  "  failurePolicy: {maxRestarts: 5, doNotRetryExitCodes: [2]}\n")
     worker = pods(job, "worker", 1).run("echo bad data >&2; exit 2")
     wait_for("the failure to release the job", lambda: set(job.replicas().values()) == {0},
@@ -318,6 +318,54 @@ def test_a_task_that_must_not_retry_stops_the_job_and_status_says_failed(
              lambda: set(job.replicas().values()) == {0}, WAIT_SECONDS)
     idling(again)
     assert job.records()["worker-1"].startswith(f"failed {job.revision} ")
+
+
+def test_a_revision_past_its_deadline_is_stopped_failed_and_released(
+        cluster: Cluster, tmp_path: Path, pods: Any) -> None:
+    job = deploy(cluster, tmp_path, "late", "  onFailure: release\n  deadline: 3s\n")
+    revision = job.revision
+    started = time.monotonic()
+    worker = pods(job, "worker", 0).run(
+        "sleep 60 & trap 'kill $!; echo saved-a-checkpoint; exit 0' TERM; wait")
+    wait_for("the deadline to release the job", lambda: set(job.replicas().values()) == {0},
+             WAIT_SECONDS)
+    assert time.monotonic() - started >= 3
+    idling(worker)
+    assert job.records()["worker-0"] == f"failed {revision} deadline 3s passed"
+    assert job.phase() == "Failed"
+    live_state = cluster.get_json("configmap/late-state", "--namespace", job.namespace)
+    assert health(live_state) == ("Degraded", "failed for good: worker-0 (deadline 3s passed)")
+    assert "failed worker-0: deadline 3s passed" in job.status()
+    worker.terminate()
+    assert "saved-a-checkpoint" in (worker.communicate(timeout=10)[0] or "")
+
+
+def test_a_stopped_task_records_its_stop_and_its_clock_goes_on_in_a_new_pod(
+        cluster: Cluster, tmp_path: Path, pods: Any) -> None:
+    """A pod deleted or evicted records that a signal stopped it (what its peers read to leave
+    their own failure uncounted) and how long it had trained; a new pod of the task goes on with
+    that clock. The launcher policy admits both records."""
+    job = deploy(cluster, tmp_path, "paused",
+                 "  deadline: 1h\n  failurePolicy: {maxRestarts: 0}\n")
+    revision = job.revision
+    first = pods(job, "worker", 1).run("sleep 60 & trap 'kill $!; exit 143' TERM; wait")
+    wait_for("the training record", lambda: job.records().get("worker-1", "").startswith(
+        f"training {revision} since "), WAIT_SECONDS)
+    time.sleep(2)
+    first.terminate()
+    assert first.wait(timeout=10) == 143
+    stopped = job.records()["worker-1"].split(" ")
+    assert stopped[:3] == ["stopped", revision, "after"] and stopped[4:] == ["stops", "1"]
+    assert 2 <= int(stopped[3]) <= 4
+    second = pods(job, "worker", 1, fresh="-recreated").run("sleep 60")
+    wait_for("the new pod's training record", lambda: job.records().get("worker-1", "")
+             .startswith(f"training {revision} since "), WAIT_SECONDS)
+    since = int(job.records()["worker-1"].split(" ")[3])
+    assert job.records()["worker-1"].endswith(" stops 1")
+    assert time.time() - since >= int(stopped[3])  # the clock went on from where it stopped
+    assert "failed-task" not in job.records()  # a stop is no failure, even with maxRestarts: 0
+    second.terminate()
+    second.wait(timeout=10)
 
 
 def test_status_shows_pending_suspended_released_and_revisions(

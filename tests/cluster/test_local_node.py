@@ -467,7 +467,7 @@ def test_a_task_that_always_fails_stops_at_its_restart_limit_and_idles(
 
 def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only_it(
         node: LocalNode, tmp_path: Path) -> None:
-    """`doNotRetryExitCodes: [3]` with `onSuccess: release`: the first failure is final, is
+    """`doNotRetryExitCodes: [3]` with `onFailure: release`: the first failure is final, is
     recorded, and the job's pod scales its own StatefulSet to 0. Before failing, the pod shows
     with its own projected token what it may do: get its job's scale and, under the launcher
     policy, set it to 0 only (40 is refused, as is another task's record); nothing else."""
@@ -475,7 +475,7 @@ def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only
     other = failing_job(tmp_path, "other", "  suspend: true\n")
     name = f"stops-{uuid.uuid4().hex[:6]}"
     job = failing_job(tmp_path, "stops",
-                      "  onSuccess: release\n  failurePolicy: {doNotRetryExitCodes: [3]}\n",
+                      "  onFailure: release\n  failurePolicy: {doNotRetryExitCodes: [3]}\n",
                       [f"{name}-worker", f"{other.name}-worker"], name=name)
     namespace = fresh_namespace(node)
     apply(node, other.compiled, namespace)
