@@ -11,9 +11,13 @@ parts of the example's contract those tests watch, with the standard library alo
   MultiWorkerMirroredStrategy's collectives make them: a worker that cannot reach a peer it has
   reached before stops with exit 1, as a collective fails when a peer dies;
 - it keeps the example's files on the shared volume: `progress/<type>-<index>.log` (one JSON line
-  per epoch: attempt, epoch), `backup/epoch` (worker 0's last completed epoch, where a new attempt
-  resumes; removed when training completes, as BackupAndRestore's backup is) and
-  `results/<type>-<index>.json` (`epochs_completed`, `initial_epoch`, `replicas`, `attempt`).
+  per epoch: attempt, epoch), `backup/epoch` (worker 0's last completed epoch, every
+  `--save-every` epochs, where a new attempt resumes; removed when training completes, as
+  BackupAndRestore's backup is) and `results/<type>-<index>.json` (`epochs_completed`,
+  `initial_epoch`, `replicas`, `attempt`);
+- on SIGTERM (a pod deleted, evicted or drained) it saves a checkpoint before it exits, as the
+  examples do: `backup/epoch` with the epochs it has completed, and `backup/saved-on-sigterm`
+  (`task`, `epoch`, `attempt`).
 
 It trains nothing, so it reports no accuracy; the tests that judge a model use TensorFlow.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import socketserver
 import threading
@@ -96,6 +101,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, required=True)
     parser.add_argument("--shared-dir", type=Path, required=True)
     parser.add_argument("--epoch-seconds", type=float, default=0.5)
+    parser.add_argument("--save-every", type=int, default=1)
     arguments = parser.parse_args()
     tf_config = json.loads(os.environ["TF_CONFIG"])
     task_type = tf_config["task"]["type"]
@@ -109,6 +115,17 @@ def main() -> None:
     attempt = f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000)}"
     print(f"{task_type}-{task_index}: {len(workers)} replicas, attempt {attempt}", flush=True)
     progress = Progress(initial_epoch)
+
+    def save_and_exit(number: int, frame: object) -> None:
+        write_atomically(backup, str(progress.completed))
+        write_atomically(shared / "backup" / "saved-on-sigterm", json.dumps({
+            "task": f"{task_type}-{task_index}", "epoch": progress.completed,
+            "attempt": attempt}))
+        print(f"stand-in: saved a checkpoint at epoch {progress.completed} on SIGTERM",
+              flush=True)
+        raise SystemExit(143)
+
+    signal.signal(signal.SIGTERM, save_and_exit)
     serve(int(workers[task_index].rpartition(":")[2]), progress)
     peers = [address for index, address in enumerate(workers) if index != task_index]
     reached: set[str] = set()
@@ -123,7 +140,7 @@ def main() -> None:
         with log.open("a") as lines:
             lines.write(json.dumps({"attempt": attempt, "epoch": epoch, "time": time.time()})
                         + "\n")
-        if task_index == 0:
+        if task_index == 0 and (epoch + 1) % arguments.save_every == 0:
             write_atomically(backup, str(epoch + 1))
     write_atomically(shared / "results" / f"{task_type}-{task_index}.json", json.dumps({
         "epochs_completed": arguments.epochs, "initial_epoch": initial_epoch,

@@ -166,47 +166,77 @@ ROLLED_EPOCHS = 240  # a quarter second each: the training outlasts the roll
 STAND_IN = Path(__file__).parents[1] / "stand_in_training.py"
 
 
-def copy_stand_in(tmp_path: Path, epochs: int, epoch_seconds: float) -> Job:
+def copy_stand_in(tmp_path: Path, epochs: int, epoch_seconds: float,
+                  arguments: list[str] | None = None) -> Job:
     """The mnist example with the stand-in program (tests/stand_in_training.py) as its script:
     the same files on the shared volume, no TensorFlow; for the tests whose subject is what the
     controllers, the node and the launcher do."""
+    more = "".join(f', "{argument}"' for argument in arguments or [])
     job = copy_example(tmp_path, "mnist", {
         '[--epochs, "8", --shared-dir, /mnt/shared]':
             f'[--epochs, "{epochs}", --shared-dir, /mnt/shared, --epoch-seconds,'
-            f' "{epoch_seconds}"]'})
+            f' "{epoch_seconds}"{more}]'})
     shutil.copyfile(STAND_IN, job.source / "train.py")
     return job
 
 
-def test_a_deleted_worker_comes_back_and_training_resumes(node: LocalNode, tmp_path: Path) -> None:
+def evict(node: LocalNode, namespace: str, pod: str, tmp_path: Path) -> None:
+    """Ask the Eviction API to evict `pod`, as `kubectl drain` and the cluster autoscaler do."""
+    request = tmp_path / f"eviction-{pod}.json"
+    request.write_text(json.dumps({"apiVersion": "policy/v1", "kind": "Eviction",
+                                   "metadata": {"name": pod, "namespace": namespace}}))
+    node.kubectl("create", "--raw", f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction",
+                 "-f", str(request))
+
+
+def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncounted(
+        node: LocalNode, tmp_path: Path) -> None:
+    """Preemption: a worker evicted mid-training gets SIGTERM and the grace period the spec sets,
+    saves a checkpoint, and its pod comes back; its peer's training fails with it and restarts;
+    both resume from that checkpoint. With `maxRestarts: 0`, one counted failure would stop the
+    job: none is counted, since the evicted pod recorded its stop before its training learnt."""
     started = time.monotonic()
-    # Enough epochs that training outlasts the deletion.
-    job = copy_stand_in(tmp_path, RESUMED_EPOCHS, 0.25)
-    build(job)
+    job = copy_stand_in(tmp_path, RESUMED_EPOCHS, 0.25, ["--save-every", "1000"])
+    build(job, {"  storage:\n": "  failurePolicy: {maxRestarts: 0}\n  podTemplate:\n"
+                               "    spec: {terminationGracePeriodSeconds: 20}\n  storage:\n"})
     namespace = fresh_namespace(node)
     apply(node, job.compiled, namespace)
     victim = job.pod("worker", 1)
     wait_for("three epochs", lambda: len(progress(node, namespace, job, 1)) >= 3,
              TRAINING_TIMEOUT, lambda: node.log()[-3000:])
-    first_uid = pods(node, namespace)[victim]["metadata"]["uid"]
-    node.kubectl("delete", "pod", victim, "-n", namespace, "--wait=false")
+    first = pods(node, namespace)[victim]
+    assert first["spec"]["terminationGracePeriodSeconds"] == 20
+    evict(node, namespace, victim, tmp_path)
     finals = wait_for("the workers' results", lambda: results(node, namespace, job, 2),
                       TRAINING_TIMEOUT, lambda: node.log()[-3000:])
-    for final in finals:
-        assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] > 0, finals
+    lines = node.pod_lines(namespace, victim)
+    assert f"pod {namespace}/{victim} deleted: stopping it (grace 20 s)" in node.log()
+    saved = [line for line in lines if "saved a checkpoint at epoch" in line]
+    assert len(saved) == 1, lines[-20:]
+    epoch = int(saved[0].split("at epoch ")[1].split(" ")[0])
+    assert epoch >= 3
+    for final in finals:  # both resumed from the checkpoint saved on SIGTERM (none other exists)
+        assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] == epoch, \
+            finals
     records = progress(node, namespace, job, 1)
     attempts = list(dict.fromkeys(record["attempt"] for record in records))
-    assert len(attempts) >= 2, "the deleted worker never trained again"
-    resumed = [record["epoch"] for record in records if record["attempt"] == attempts[-1]]
-    assert resumed[0] > 0 and resumed[-1] == RESUMED_EPOCHS - 1, records
+    assert len(attempts) == 2, "the evicted worker trained again once"
+    assert [record["epoch"] for record in records if record["attempt"] == attempts[-1]] == \
+        list(range(epoch, RESUMED_EPOCHS))
     now = pods(node, namespace)
-    assert now[victim]["metadata"]["uid"] != first_uid, "the StatefulSet made a new pod"
-    # The survivor's training failed with its peer; the node restarted its container and said so.
-    survivor = now[job.pod("worker", 0)]["status"]["containerStatuses"][0]
-    assert survivor["restartCount"] >= 1
-    assert survivor["lastState"]["terminated"]["exitCode"] != 0
-    assert survivor["lastState"]["terminated"]["reason"] == "Error"
-    print(f"a deleted worker came back and training resumed in {time.monotonic() - started:.0f} s")
+    assert now[victim]["metadata"]["uid"] != first["metadata"]["uid"]
+    # The survivor's training failed with its peer and the node restarted it; not counted.
+    survivor = job.pod("worker", 0)
+    status = now[survivor]["status"]["containerStatuses"][0]
+    assert status["restartCount"] >= 1 and status["lastState"]["terminated"]["exitCode"] != 0
+    assert any("worker-1 stopped (deleted, evicted or drained); not counted as a failure" in line
+               for line in node.pod_lines(namespace, survivor))
+    revision = job_revision(job)
+    succeeded = {"worker-0": f"succeeded {revision}", "worker-1": f"succeeded {revision}"}
+    wait_for("both successes recorded", lambda: state_records(node, namespace, job) == succeeded,
+             60, lambda: str(state_records(node, namespace, job)))
+    print(f"an evicted worker came back and training resumed in "
+          f"{time.monotonic() - started:.0f} s")
     remove_namespace(node, namespace, job)
 
 
