@@ -44,9 +44,9 @@ _TTL = (
     "has ended"
 )
 _DEADLINE = (
-    "tfcompile has no deadline yet (not yet supported); meanwhile run the command under "
-    "timeout (command: [timeout, 48h, python, ...]) with spec.failurePolicy.doNotRetryExitCodes: "
-    "[124], so that the task stops for good when time is up, or set spec.suspend: true"
+    "use spec.deadline, a duration such as 1h or 48h (activeDeadlineSeconds: 3600 is "
+    "deadline: 1h): a revision that trains longer is stopped and recorded as failed, and "
+    "spec.onFailure: release frees its pods"
 )
 _BACKOFF_LIMIT = (
     "use spec.failurePolicy.maxRestarts: how often a task's command is restarted in its pod "
@@ -79,8 +79,8 @@ _REPLICA_SPECS = (
 )
 _RUN_POLICY = (
     "tfcompile has no runPolicy: suspend is spec.suspend, backoffLimit is "
-    "spec.failurePolicy.maxRestarts, schedulingPolicy is spec.scheduling, and cleanPodPolicy, "
-    "ttlSecondsAfterFinished, activeDeadlineSeconds and managedBy have none (yet) "
+    "spec.failurePolicy.maxRestarts, schedulingPolicy is spec.scheduling, activeDeadlineSeconds "
+    "is spec.deadline, and cleanPodPolicy, ttlSecondsAfterFinished and managedBy have none "
     f"({MIGRATION_GUIDE})"
 )
 _TEMPLATE = (

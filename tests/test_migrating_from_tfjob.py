@@ -158,12 +158,6 @@ def test_every_field_of_a_training_job_the_guide_names_is_in_the_schema() -> Non
     assert missing == []
 
 
-def test_a_field_not_yet_supported_names_no_field_of_a_training_job() -> None:
-    """A row saying "not yet supported" names the TrainingJob's field only once it exists."""
-    rows = [cells for cells in _rows() if "not yet supported" in cells[1]]
-    assert rows and all(not _spans(cells[1]) for cells in rows)
-
-
 @pytest.mark.parametrize("field", [
     "spec.failurePolicy.maxRestarts", "spec.roles.<role>.podTemplate.spec.priorityClassName",
     "spec.roles.<role>.podTemplate.spec.containers[tensorflow].volumeMounts", "spec.env.<name>",

@@ -166,8 +166,8 @@ CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a StatefulSet keeps its po
                     "onSuccess: release scales the job's StatefulSets to zero")
 TTL = ("tfcompile has no ttlSecondsAfterFinished: the job's objects live as long as the job is "
        "in git")
-DEADLINE = ("tfcompile has no deadline yet (not yet supported); meanwhile run the command under "
-            "timeout")
+DEADLINE = ("use spec.deadline, a duration such as 1h or 48h (activeDeadlineSeconds: 3600 is "
+            "deadline: 1h)")
 BACKOFF_LIMIT = "use spec.failurePolicy.maxRestarts"
 SCHEDULING_POLICY = "use spec.scheduling: gang (volcano, coscheduling or kueue)"
 
@@ -213,8 +213,7 @@ TFJOB_MISTAKES = [
             "Flux prunes them); onSuccess: release frees the pods"),
     Mistake("activeDeadlineSeconds under spec", job("activeDeadlineSeconds: 3600\n"),
             "activeDeadline", "spec.activeDeadlineSeconds",
-            DEADLINE + " (command: [timeout, 48h, python, ...]) with "
-            "spec.failurePolicy.doNotRetryExitCodes: [124]"),
+            DEADLINE + ": a revision that trains longer is stopped and recorded as failed"),
     Mistake("backoffLimit under spec", job("backoffLimit: 3\n"), "backoffLimit",
             "spec.backoffLimit", BACKOFF_LIMIT),
     Mistake("schedulingPolicy under spec", job("schedulingPolicy: {queue: research}\n"),
