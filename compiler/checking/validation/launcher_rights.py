@@ -44,7 +44,7 @@ def launcher_rights_notes(objects: list[KubernetesObject], version: str) -> list
         return []
     notes = []
     for role in _launcher_roles(objects):
-        scale = (" and, since it releases itself (onSuccess: release), scale the job's "
+        scale = (" and, since it releases itself (onSuccess or onFailure: release), scale the job's "
                  "StatefulSets to any number of replicas" if _scales(role) else "")
         notes.append(
             f"{object_reference(role)}: Kubernetes {version} serves no ValidatingAdmissionPolicy "
