@@ -387,7 +387,8 @@ def test_a_cluster_older_than_1_30_is_told_what_its_pods_may_do(tmp_path: Path) 
               "(deploy/cluster/launcher-policy.yaml) cannot be enforced there: a pod's token may "
               "write any task's record in the job's state")
     assert f"Role/parameter-server-launcher: {policy} and, since it releases itself " \
-           "(onSuccess or onFailure: release), scale the job's StatefulSets to any number of replicas" in \
+           "(onSuccess or onFailure: release), scale the job's StatefulSets to any number of " \
+           "replicas" in \
            validate(released, "1.29").notes
     assert f"Role/mnist-launcher: {policy}" in validate(idle, "1.29").notes
     for version in ("1.30", DEFAULT_KUBERNETES_VERSION):

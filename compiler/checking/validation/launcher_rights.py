@@ -44,8 +44,8 @@ def launcher_rights_notes(objects: list[KubernetesObject], version: str) -> list
         return []
     notes = []
     for role in _launcher_roles(objects):
-        scale = (" and, since it releases itself (onSuccess or onFailure: release), scale the job's "
-                 "StatefulSets to any number of replicas" if _scales(role) else "")
+        scale = (" and, since it releases itself (onSuccess or onFailure: release), scale the "
+                 "job's StatefulSets to any number of replicas" if _scales(role) else "")
         notes.append(
             f"{object_reference(role)}: Kubernetes {version} serves no ValidatingAdmissionPolicy "
             f"of admissionregistration.k8s.io/v1 (GA in {ADMISSION_POLICY_KUBERNETES_VERSION}), "
