@@ -250,7 +250,7 @@ def test_the_launcher_s_settings_restart_and_a_new_launcher_text_does_not(
     base = compiled(tmp_path / "text", {"demo": spec()})
     head = JobOutput(tuple(copy.deepcopy(list(base["demo"].objects))), base["demo"].components)
     launcher = next(name for name in head.of_kind("ConfigMap") if "launcher" in name)
-    head.of_kind("ConfigMap")[launcher]["data"]["tfcompile-launcher.py"] += "# a fix\n"
+    head.of_kind("ConfigMap")[launcher]["data"]["program.py"] += "# a fix\n"
     (change,) = compare(base, {"demo": head})
     assert change.restarting == ()
     assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")

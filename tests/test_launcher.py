@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler.launcher import program
+from tfcompile.compiler.launcher import gate, program, records
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
 from tfcompile.compiler.output.launcher_text import shipped_launcher
@@ -42,6 +42,14 @@ def settings_of(tmp_path: Path, extra: str = "") -> dict[str, Any]:
     return launcher_settings(loaded.job)
 
 
+def ship(directory: Path) -> Path:
+    """The launcher's files in `directory`, as the pod's ConfigMap volume holds them; the entry."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in shipped_launcher().files:
+        (directory / name).write_text(text)
+    return directory / launcher.PROGRAM_FILE
+
+
 @dataclass
 class Pod:
     """One pod's launcher files and emptyDir; `start` runs the launcher like its container."""
@@ -52,12 +60,12 @@ class Pod:
     def __post_init__(self) -> None:
         self.state = self.directory / "state"
         self.state.mkdir(parents=True, exist_ok=True)
-        (self.directory / "launcher.py").write_text(shipped_launcher().text)
+        self.program = ship(self.directory / "launcher")
         (self.directory / "settings.json").write_text(launcher.settings_text(self.settings))
 
     def start(self, command: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, str(self.directory / "launcher.py"), f"--state={self.state}",
+            [sys.executable, str(self.program), f"--state={self.state}",
              f"--account={self.directory / 'no-account'}", "--role=worker",
              f"--settings={self.directory / 'settings.json'}", "--", "sh", "-c", command],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -86,20 +94,29 @@ def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
         tmp_path: Path) -> None:
     for text in launcher_data(load_jobs_text(tmp_path), shipped_launcher()).values():
         assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
-    text = shipped_launcher().text
-    (tmp_path / "launcher.py").write_text(text)
-    py_compile.compile(str(tmp_path / "launcher.py"), doraise=True)
-    # TensorFlow images have Python 3.8 and later, and nothing but the standard library.
-    tree = ast.parse(text, feature_version=(3, 8))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom)}
-    assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    # The text shipped is the module the tests import, and it agrees with the spec.
-    assert text == Path(program.__file__).read_text()
+    shipped = dict(shipped_launcher().files)
+    siblings = {name.removesuffix(".py") for name in shipped}
+    for name, text in shipped.items():
+        (tmp_path / name).write_text(text)
+        py_compile.compile(str(tmp_path / name), doraise=True)
+        # TensorFlow images have Python 3.8 and later, and nothing but the standard library
+        # beside the launcher's own modules (imported relatively, whatever the package's name).
+        tree = ast.parse(text, feature_version=(3, 8))
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {str(node.module).split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        assert imported <= set(sys.stdlib_module_names), (name, imported)
+        assert all(str(node.module) in siblings for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and node.level > 0), name
+    # The files shipped are the package the tests import, and it agrees with the spec.
+    package = Path(program.__file__).parent
+    assert shipped == {
+        (launcher.PROGRAM_FILE if path.name == "start.py" else path.name): path.read_text()
+        for path in package.glob("*.py")}
+    assert shipped[launcher.PROGRAM_FILE] == (package / "start.py").read_text()
     assert program.REVISION_VARIABLE == REVISION_VARIABLE
-    assert program.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
+    assert records.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
 
 
 def load_jobs_text(tmp_path: Path) -> Any:
@@ -215,7 +232,7 @@ def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: 
 def test_a_missing_command_exits_127_like_a_shell(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
     process = subprocess.run(
-        [sys.executable, str(tmp_path / "launcher.py"), f"--state={pod.state}",
+        [sys.executable, str(pod.program), f"--state={pod.state}",
          f"--account={tmp_path}", f"--settings={tmp_path / 'settings.json'}", "--",
          str(tmp_path / "no-such-program")],
         capture_output=True, text=True, timeout=10, check=False)
@@ -253,7 +270,7 @@ class GatedTask:
                      "task": {"type": "worker", "index": self.index}}
         with log.open("w") as output:
             process = subprocess.Popen(
-                [sys.executable, str(pod.directory / "launcher.py"), f"--state={pod.state}",
+                [sys.executable, str(pod.program), f"--state={pod.state}",
                  f"--account={pod.directory / 'no-account'}",
                  f"--settings={pod.directory / 'settings.json'}", f"--listen={self.address}",
                  "--role=worker", "--", "sh", "-c", command],
@@ -362,23 +379,23 @@ def test_the_deadline_clock_goes_on_after_a_restart_and_pauses_while_stopped() -
     so many seconds (the time it was stopped does not count); another revision's is no clock."""
     revision = "0123456789ab"
     now = 1_800_000_000.0
-    assert program.parse_clock(f"training {revision} since 1799999000 stops 1", revision,
+    assert records.parse_clock(f"training {revision} since 1799999000 stops 1", revision,
                                now) == (1_799_999_000.0, 1)
-    assert program.parse_clock(f"stopped {revision} after 600 stops 2", revision,
+    assert records.parse_clock(f"stopped {revision} after 600 stops 2", revision,
                                now) == (now - 600, 2)
-    assert program.parse_clock(f"training {revision} since 1900000000 stops 0", revision,
+    assert records.parse_clock(f"training {revision} since 1900000000 stops 0", revision,
                                now) == (now, 0)  # a clock from the future starts now
     for record in (f"training {'f' * 12} since 1799999000 stops 1", f"succeeded {revision}",
                    f"stopped {revision} after x stops 2", ""):
-        assert program.parse_clock(record, revision, now) is None
+        assert records.parse_clock(record, revision, now) is None
 
 
 def test_a_peer_task_is_every_task_of_tf_config_but_this_one() -> None:
     tf_config = {"cluster": {"worker": ["a-worker-0.a-worker:2222", "a-worker-1.a-worker:2222"],
                              "ps": ["a-ps-0.a-ps:2222"]},
                  "task": {"type": "worker", "index": 1}}
-    assert program.peer_tasks(tf_config) == ["ps-0", "worker-0"]
-    assert program.peer_hosts(tf_config) == ["a-ps-0.a-ps", "a-worker-0.a-worker"]
+    assert gate.peer_tasks(tf_config) == ["ps-0", "worker-0"]
+    assert gate.peer_hosts(tf_config) == ["a-ps-0.a-ps", "a-worker-0.a-worker"]
 
 
 @pytest.mark.slow

@@ -45,10 +45,16 @@ def launcher_maps(example: str, launcher: LauncherProgram) -> list[dict[str, Any
             if PROGRAM_FILE in item.get("data", {})]
 
 
+FIXED_MODULE = "program.py"
+
+
 def another_text() -> LauncherProgram:
-    """The shipped launcher with a fix that keeps its protocol (here: one more comment line)."""
+    """The shipped launcher with a fix that keeps its protocol (here: one more comment line in
+    its main module)."""
     shipped = shipped_launcher()
-    return LauncherProgram(shipped.text + "# a fix that keeps the protocol\n", shipped.protocol)
+    return LauncherProgram(tuple(
+        (name, text + "# a fix that keeps the protocol\n" if name == FIXED_MODULE else text)
+        for name, text in shipped.files), shipped.protocol)
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -66,13 +72,14 @@ def test_a_new_launcher_text_of_one_protocol_changes_only_the_program_it_ships(
     (old,), (new,) = launcher_maps(example, shipped_launcher()), launcher_maps(
         example, another_text())
     assert old["data"][SETTINGS_FILE] == new["data"][SETTINGS_FILE]
-    assert new["data"][PROGRAM_FILE] == another_text().text
+    assert new["data"][FIXED_MODULE] == another_text().data()[FIXED_MODULE]
+    assert new["data"][PROGRAM_FILE] == old["data"][PROGRAM_FILE]
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_a_new_protocol_rolls_every_role_of_the_job_together(example: str) -> None:
     shipped = shipped_launcher()
-    bumped = LauncherProgram(shipped.text, shipped.protocol + 1)
+    bumped = LauncherProgram(shipped.files, shipped.protocol + 1)
     before = documents(example, shipped, "StatefulSet")
     after = documents(example, bumped, "StatefulSet")
     old = {item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION]

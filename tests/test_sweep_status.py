@@ -12,7 +12,7 @@ import pytest
 
 from tfcompile.compiler.checking.status import JobStatus, as_json, as_text, job_status
 from tfcompile.compiler.checking.sweep_status import committed_trials
-from tfcompile.compiler.launcher import program
+from tfcompile.compiler.launcher import records, results
 
 REVISION = "0123456789ab"
 OLD = "ba9876543210"
@@ -122,28 +122,28 @@ def test_the_committed_output_names_each_trials_sweep_and_point() -> None:
 def test_the_launcher_reads_a_result_of_numbers_as_compact_json(tmp_path: Path) -> None:
     path = tmp_path / "result.json"
     path.write_text('{ "loss": 0.25, "accuracy": 1 }')
-    assert program.read_result(str(path)) == '{"accuracy":1,"loss":0.25}'
-    assert program.read_result(str(tmp_path / "none.json")) is None
-    assert program.read_result("") is None
+    assert results.read_result(str(path)) == '{"accuracy":1,"loss":0.25}'
+    assert results.read_result(str(tmp_path / "none.json")) is None
+    assert results.read_result("") is None
 
 
 @pytest.mark.parametrize("text", [
     "[1, 2]", "{}", '{"loss": "low"}', '{"loss": true}', '{"loss": NaN}', "not json",
-    '{"loss": 1, "padding": "' + "x" * program.RESULT_MAXIMUM_BYTES + '"}',
+    '{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}',
 ])
 def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
         tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "result.json"
     path.write_text(text)
-    assert program.read_result(str(path)) is None
+    assert results.read_result(str(path)) is None
     assert "is not recorded" in capsys.readouterr().err
 
 
 def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"loss": 1}')
     (tmp_path / "result.json").symlink_to(tmp_path / "elsewhere.json")
-    assert program.read_result(str(tmp_path / "result.json")) is None
-    program.remove_result(str(tmp_path / "result.json"))
+    assert results.read_result(str(tmp_path / "result.json")) is None
+    results.remove_result(str(tmp_path / "result.json"))
     assert not (tmp_path / "result.json").is_symlink()
 
 
@@ -154,7 +154,7 @@ class RefusingResults:
         self.patches: list[dict[str, str]] = []
 
     def record(self, name: str, entries: dict[str, str]) -> None:
-        if program.RESULT_KEY in entries:
+        if records.RESULT_KEY in entries:
             raise OSError("HTTP 403 Forbidden")
         self.patches.append(entries)
 
@@ -163,10 +163,10 @@ def test_a_policy_that_predates_results_refuses_only_the_result(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The success is recorded in a request of its own, before the result."""
     where = {"role": "worker", "state": str(tmp_path), "account": str(tmp_path / "none")}
-    state = program.State({"stateConfigMap": "grid-state"}, where, REVISION, "worker-0")
+    state = records.State({"stateConfigMap": "grid-state"}, where, REVISION, "worker-0")
     api = RefusingResults()
     state.api = api  # type: ignore[assignment]
-    state.record(program.SUCCEEDED, result='{"loss":0.5}')
+    state.record(records.SUCCEEDED, result='{"loss":0.5}')
     assert api.patches == [{"worker-0": f"succeeded {REVISION}"}]
     said = capsys.readouterr().err
     assert "could not record the result" in said and "launcher-policy.yaml" in said

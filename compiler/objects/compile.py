@@ -22,7 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
-from .launcher import PROGRAM_FILE, REVISION_DIGITS, LauncherProgram
+from .launcher import REVISION_DIGITS, SETTINGS_FILE, LauncherProgram
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -52,7 +52,7 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
 
 def without_program(config_map: dict[str, Any]) -> dict[str, Any]:
     """The launcher's ConfigMap as the revision sees it: its name and the job's settings."""
-    data = {key: text for key, text in config_map["data"].items() if key != PROGRAM_FILE}
+    data = {key: text for key, text in config_map["data"].items() if key == SETTINGS_FILE}
     return {"metadata": config_map["metadata"], "data": data}
 
 

@@ -1,9 +1,9 @@
 """What the compiler knows of the launcher: where its files go, how it is started, its program.
 
 The launcher is the program every TensorFlow container runs around its training command
-(`compiler/launcher/program.py` says what it does and why). It is an ordinary module of the
-package, shipped to the pods as it is: the output layer reads its text from the installed
-package (`output.launcher_text`) and hands it to the compiler as a `LauncherProgram`, so this
+(`compiler/launcher/program.py` says what it does and why). It is an ordinary package of
+tfcompile, shipped to the pods as it is: the output layer reads its modules from the installed
+package (`output.launcher_text`) and hands them to the compiler as a `LauncherProgram`, so this
 layer stays pure. The record format, the state paths and the protocol version come from the
 program's own constants, which it uses itself; they are not repeated here.
 
@@ -21,22 +21,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompile.compiler.launcher.program import (
+from tfcompile.compiler.launcher.api_server import FIELD_MANAGER
+from tfcompile.compiler.launcher.program import PROTOCOL, REVISION_SETTING, SETTINGS_FILE
+from tfcompile.compiler.launcher.records import (
     FAILED,
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,
-    FIELD_MANAGER,
-    PROTOCOL,
-    RESULT_FILE,
     RESULT_KEY,
-    RESULT_MAXIMUM_BYTES,
-    REVISION_SETTING,
-    SETTINGS_FILE,
     STATE_DIRECTORY,
     STOPPED,
     SUCCEEDED,
     TRAINING,
 )
+from tfcompile.compiler.launcher.results import RESULT_FILE, RESULT_MAXIMUM_BYTES
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
@@ -75,10 +72,14 @@ policy) as for Python."""
 
 @dataclass(frozen=True)
 class LauncherProgram:
-    """The launcher as shipped: its text, and the protocol version that text speaks."""
+    """The launcher as shipped: its files (name in the ConfigMap, text), sorted by name, the
+    entry `PROGRAM_FILE` among them, and the protocol version they speak."""
 
-    text: str
+    files: tuple[tuple[str, str], ...]
     protocol: int = PROTOCOL
+
+    def data(self) -> dict[str, str]:
+        return dict(self.files)
 
 
 

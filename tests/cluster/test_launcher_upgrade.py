@@ -30,8 +30,9 @@ from tests.cluster.local_node import (
 )
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
+from tests.test_launcher_protocol import FIXED_MODULE, another_text
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
-from tfcompile.compiler.objects.launcher import PROGRAM_FILE, LauncherProgram
+from tfcompile.compiler.objects.launcher import LauncherProgram
 from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
@@ -128,12 +129,12 @@ def test_a_new_launcher_text_restarts_no_pod_and_a_new_protocol_rolls_the_job(
 
     # A fix of the launcher that keeps its protocol: the ConfigMap changes in place, nothing else.
     shipped = shipped_launcher()
-    fixed = LauncherProgram(shipped.text + "# a fix that keeps the protocol\n", shipped.protocol)
+    fixed = another_text()
     compile_with(job, fixed)
     assert revision_of(job) == revision
     apply(node, job, namespace)
     stored = node.get("configmap", launcher_map, "-n", namespace)
-    assert stored["data"][PROGRAM_FILE] == fixed.text
+    assert stored["data"][FIXED_MODULE] == fixed.data()[FIXED_MODULE]
     time.sleep(15)  # the StatefulSet controller and the node agent have had every chance to act
     assert running_pods(node, namespace) == before
     statefulset = node.get("statefulset", f"{job.name}-worker", "-n", namespace)
@@ -141,7 +142,7 @@ def test_a_new_launcher_text_restarts_no_pod_and_a_new_protocol_rolls_the_job(
 
     # A new protocol: the pod templates name another ConfigMap, and every pod is replaced onto
     # one new revision.
-    compile_with(job, LauncherProgram(shipped.text, shipped.protocol + 1))
+    compile_with(job, LauncherProgram(shipped.files, shipped.protocol + 1))
     new_revision = revision_of(job)
     assert new_revision != revision
     apply(node, job, namespace)

@@ -64,7 +64,7 @@ def launcher_settings(job: TrainingJob) -> dict[str, Any]:
 def launcher_data(job: TrainingJob, program: launcher.LauncherProgram) -> dict[str, str]:
     """The program and the job's settings (without their revision: `settings_with_revision`)."""
     return {
-        launcher.PROGRAM_FILE: program.text,
+        **program.data(),
         launcher.SETTINGS_FILE: launcher.settings_text(launcher_settings(job)),
     }
 
