@@ -465,7 +465,8 @@ def test_a_task_that_always_fails_stops_at_its_restart_limit_and_idles(
     apply(node, job.compiled, namespace)
     pod = job.pod("worker", 0)
     revision = job_revision(job)
-    wait_for("the failure record", lambda: state_records(node, namespace, job).get("worker-0"),
+    wait_for("the failure record", lambda: state_records(node, namespace, job).get(
+        "worker-0", "").startswith("failed "),
              TRAINING_TIMEOUT, lambda: "\n".join(node.pod_lines(namespace, pod)[-20:]))
     took = time.monotonic() - started
     assert state_records(node, namespace, job) == {
