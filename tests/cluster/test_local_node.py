@@ -541,6 +541,55 @@ def test_an_exit_code_that_must_not_retry_releases_the_job_whose_pods_scale_only
     remove_namespace(node, namespace, job, other)
 
 
+HANGING_SCRIPT = """\
+import signal, sys, time
+
+
+def save(number, frame):
+    print("saving a checkpoint on SIGTERM", flush=True)
+    sys.exit(0)
+
+
+signal.signal(signal.SIGTERM, save)
+print("training", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_revision_past_its_deadline_is_stopped_recorded_failed_and_released(
+        node: LocalNode, tmp_path: Path) -> None:
+    """`deadline: 4s` with `onFailure: release`: a training that hangs gets SIGTERM when its
+    revision has trained 4 s, the failure is recorded with its reason, and the job's own pod
+    scales its StatefulSet to 0."""
+    started = time.monotonic()
+    name = f"late-{uuid.uuid4().hex[:6]}"
+    source = tmp_path / name
+    source.mkdir()
+    (source / "hang.py").write_text(HANGING_SCRIPT)
+    (source / "job.yaml").write_text(job_text(
+        name, image="python:3.11", script="hang.py", command=None, spec_lines="args: []",
+        roles="worker: {replicas: 1}") + "  deadline: 4s\n  onFailure: release\n")
+    job = Job(name, source, tmp_path / "output")
+    build(job)
+    namespace = fresh_namespace(node)
+    apply(node, job.compiled, namespace)
+    pod = job.pod("worker", 0)
+    wait_for("the job to release itself", lambda: released(node, namespace, job),
+             TRAINING_TIMEOUT, lambda: "\n".join(node.pod_lines(namespace, pod)[-20:]))
+    revision = job_revision(job)
+    assert state_records(node, namespace, job) == {
+        "worker-0": f"failed {revision} deadline 4s passed", "failed-revision": revision,
+        "failed-task": "worker-0 (deadline 4s passed)"}
+    lines = node.pod_lines(namespace, pod)
+    assert lines.index("training") < lines.index("saving a checkpoint on SIGTERM")
+    assert (f"tfcompile: revision {revision} has trained for its deadline; stopped (deadline 4s "
+            "passed)") in lines
+    assert f"tfcompile: scaled {job.name}-worker to 0" in lines
+    print(f"a revision past its deadline was released in {time.monotonic() - started:.0f} s")
+    remove_namespace(node, namespace, job)
+
+
 STUBBORN = """
 import signal, time
 signal.signal(signal.SIGTERM, lambda *_: print("got SIGTERM, ignoring it", flush=True))
