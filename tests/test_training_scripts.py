@@ -494,3 +494,55 @@ def test_one_pod_job_trains_without_tf_config(
     if example == "tensorflow1":
         assert read_json(shared / "results" / "worker-0.json")["global_step"] >= 200
         assert (shared / "checkpoints" / "checkpoint").is_file()
+
+
+def test_mnist_saves_on_sigterm_and_resumes_from_that_step(
+    workdir: Path, local_cluster: LocalCluster
+) -> None:
+    """SIGTERM one worker mid-epoch (a pod deleted, evicted or drained): every worker saves the
+    backup after the same step and exits 143; restarted, they resume at the next step."""
+    shared = workdir / "shared"
+    steps, epochs = 40, 3
+    cluster = make_cluster(worker=2)
+    argv = [str(EXAMPLES / "mnist" / "train.py"), "--epochs", str(epochs),
+            "--steps-per-epoch", str(steps), "--shared-dir", str(shared)]
+    for index in range(2):
+        local_cluster.add(f"worker-{index}", argv, pod_env("mnist", cluster, "worker", index))
+    victim = local_cluster.tasks["worker-1"]
+    victim_log = shared / "progress" / "worker-1.log"
+    signalled_at: list[float] = []
+
+    def sigterm_in_second_epoch() -> None:
+        if signalled_at or not victim_log.exists() or not progress_records(victim_log):
+            return
+        time.sleep(0.5)
+        assert victim.process is not None
+        victim.process.send_signal(signal.SIGTERM)
+        signalled_at.append(time.monotonic())
+
+    local_cluster.start()
+    local_cluster.run(timeout=150, restart=True, while_running=sigterm_in_second_epoch)
+
+    assert signalled_at, "training ended before the first epoch was logged"
+    for index, task in enumerate(local_cluster.tasks.values()):
+        assert task.exits[0][1] == 143, task.tail()
+        print(f"worker-{index} saved and exited after {task.exits[0][0] - signalled_at[0]:.1f} s")
+        assert task.exits[0][0] - signalled_at[0] < 30  # the default grace period
+        # A restarted worker may fail once more while its peer is still restarting.
+        assert task.exits[-1][1] == 0
+    stops = [read_json(shared / "preempted" / f"worker-{index}.json") for index in range(2)]
+    assert [stop["signalled"] for stop in stops] == [False, True]
+    assert stops[0]["epoch"] == stops[1]["epoch"]
+    assert stops[0]["step"] == stops[1]["step"]
+    saved_epoch, saved_step = stops[0]["epoch"], stops[0]["step"]
+    assert 1 <= saved_epoch < epochs
+    assert 0 <= saved_step < steps - 1
+    for index in range(2):
+        result = read_json(shared / "results" / f"worker-{index}.json")
+        assert result["epochs_completed"] == epochs
+        # An epoch-end backup would resume at step 0 of the saved epoch.
+        assert (result["initial_epoch"], result["initial_step"]) == (saved_epoch, saved_step + 1)
+        assert result["accuracy"] >= MNIST_ACCURACY_BAR, result
+        records = progress_records(shared / "progress" / f"worker-{index}.log")
+        assert [record["epoch"] for record in records] == list(range(epochs))
+    assert not (shared / "backup" / "chief").exists()

@@ -21,19 +21,36 @@ last completed epoch instead of starting over. How a surviving worker learns of 
   timeout on a fast model holds thousands of threads (and a pod's process limit); off by
   default, the heartbeats above cover the common failures.
 
+Preemption (a pod deleted, evicted or drained): the launcher forwards SIGTERM to this process,
+which then has the pod's grace period (`terminationGracePeriodSeconds`, 30 s by default) before it
+is killed. `SaveOnSigterm` catches the signal; after every step the workers sum their "stop"
+flags in one small collective, so all of them learn of it after the same step, save the backup
+there (epoch and step included) and exit with status 143 (128 + SIGTERM) without writing results.
+The kubelet restarts them (a failure that follows a peer's stop does not count against
+`failurePolicy`), and the restarted workers resume at the next step of that epoch. Saving takes
+well under a second for this model; a model whose save takes longer than the grace period needs
+a longer one. TensorFlow's own `BackupAndRestore(save_before_preemption=True)` is not used: in
+tf-keras 2.21 it is switched on only when a GCP metadata server answers, elsewhere it silently
+saves at epoch ends only, and on GCP CPU machines it skips the restore altogether.
+
 After `model.fit` returns, the script no longer talks to the other workers: the model is copied
 out of the strategy to be saved and evaluated. Otherwise a worker that failed after its peers had
 finished (and exited 0, never to run again) would wait for them forever when restarted.
 
 Files written under `--shared-dir`:
 
-- `backup/`: the `BackupAndRestore` checkpoint (deleted when training completes).
+- `backup/`: the `BackupAndRestore` checkpoint, saved after every epoch and at the step where a
+  SIGTERM stopped the training (deleted when training completes).
 - `progress/<type>-<index>.log`: one JSON line per completed epoch, appended by every attempt:
   `{"attempt": ..., "epoch": <0-based epoch index>, "loss": ..., "time": ...}`.
 - `model/`: the trained model (SavedModel), written by the chief (worker 0 when there is no chief).
 - `results/<type>-<index>.json`: `final_loss`, `accuracy` and `loss` on the held-out digits,
   `epochs_completed`, `initial_epoch` of the attempt that finished (greater than 0 when it
-  resumed from the backup), `attempt`, `task_type`, `task_index`, `replicas`.
+  resumed from the backup), `initial_step` (its first step in that epoch: greater than 0 when it
+  resumed from a save after SIGTERM), `attempt`, `task_type`, `task_index`, `replicas`.
+- `preempted/<type>-<index>.json`, when a SIGTERM stopped the training: `attempt`, `epoch` and
+  `step` (0-based) of the last step saved, and whether this worker got the signal itself
+  (`signalled`).
 """
 
 from __future__ import annotations
@@ -42,6 +59,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -58,6 +76,8 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 SEED = 1234
+PREEMPTED_STATUS = 128 + signal.SIGTERM
+"""The exit status of a worker that saved and stopped because a worker got SIGTERM."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -135,6 +155,11 @@ class ProgressLog(keras.callbacks.Callback):
         self.path = path
         self.attempt = attempt
         self.initial_epoch: int | None = None
+        self.initial_step: int | None = None
+
+    def on_train_batch_begin(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.initial_step is None:
+            self.initial_step = int(batch)
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         if self.initial_epoch is None:
@@ -148,6 +173,60 @@ class ProgressLog(keras.callbacks.Callback):
         with self.path.open("a") as log:
             log.write(json.dumps(record) + "\n")
         print(f"epoch {epoch} done, loss {record['loss']:.4f}", flush=True)
+
+
+class Preempted(Exception):
+    """Raised out of `model.fit` once the backup of a preempted training is saved."""
+
+
+class SaveOnSigterm(keras.callbacks.BackupAndRestore):
+    """`BackupAndRestore` that also saves, on every worker, at the step after a SIGTERM.
+
+    An integer `save_freq` makes the restore resume at the step after the saved one (with
+    "epoch" it would skip the rest of a half-done epoch); this class saves at the last step of
+    every epoch itself instead of counting steps, and at the step all workers agree on after
+    any of them got SIGTERM. Agreeing needs one collective per step: a sum of the workers' flags.
+    """
+
+    def __init__(self, backup_dir: str, strategy: tf.distribute.Strategy) -> None:
+        super().__init__(backup_dir=backup_dir, save_freq=1)
+        self.strategy = strategy
+        self.signalled = False
+        self.stopped_at: tuple[int, int] | None = None
+        self.previous_handler: Any = None
+
+        @tf.function
+        def any_signalled(flag: tf.Tensor) -> tf.Tensor:
+            per_replica = strategy.run(lambda: tf.identity(flag))
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+        self.any_signalled = any_signalled
+
+    def on_sigterm(self, signum: int, frame: Any) -> None:
+        print("SIGTERM: saving the backup after the current step", flush=True)
+        self.signalled = True
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        super().on_train_begin(logs)
+        self.previous_handler = signal.signal(signal.SIGTERM, self.on_sigterm)
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        # `batch` is the index of the step just done within its epoch.
+        flag = tf.constant(1.0 if self.signalled else 0.0)
+        if float(self.any_signalled(flag)) > 0:
+            self._backup(epoch=self._current_epoch, batch=batch)
+            self.stopped_at = (self._current_epoch, batch)
+            signal.signal(signal.SIGTERM, self.previous_handler)
+            raise Preempted()
+        if batch == self.params["steps"] - 1:
+            self._backup(epoch=self._current_epoch, batch=batch)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        pass  # saved at the epoch's last step
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        signal.signal(signal.SIGTERM, self.previous_handler)
+        super().on_train_end(logs)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -215,16 +294,24 @@ def main(argv: list[str] | None = None) -> int:
         model = build_model()
 
     progress = ProgressLog(shared / "progress" / f"{task_type}-{task_index}.log", attempt)
-    history = model.fit(
-        train,
-        epochs=args.epochs,
-        steps_per_epoch=args.steps_per_epoch,
-        callbacks=[
-            keras.callbacks.BackupAndRestore(backup_dir=str(shared / "backup")),
-            progress,
-        ],
-        verbose=0,
-    )
+    backup = SaveOnSigterm(str(shared / "backup"), strategy)
+    try:
+        history = model.fit(
+            train,
+            epochs=args.epochs,
+            steps_per_epoch=args.steps_per_epoch,
+            callbacks=[backup, progress],
+            verbose=0,
+        )
+    except Preempted:
+        assert backup.stopped_at is not None
+        epoch, step = backup.stopped_at
+        write_json(
+            shared / "preempted" / f"{task_type}-{task_index}.json",
+            {"attempt": attempt, "epoch": epoch, "step": step, "signalled": backup.signalled},
+        )
+        print(f"saved at epoch {epoch} step {step}; exiting {PREEMPTED_STATUS}", flush=True)
+        return PREEMPTED_STATUS
 
     # From here on nothing talks to the other workers (see the module docstring).
     trained = plain_copy(model)
@@ -239,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             "replicas": replicas,
             "attempt": attempt,
             "initial_epoch": progress.initial_epoch,
+            "initial_step": progress.initial_step,
             "epochs_completed": history.epoch[-1] + 1 if history.epoch else None,
             "final_loss": history.history["loss"][-1] if history.epoch else None,
             "loss": test_loss,
