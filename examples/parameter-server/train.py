@@ -23,6 +23,12 @@ Failures: the coordinator retries a failed worker's steps on the others and uses
 once it is back. A failed ps makes `model.fit` raise on the chief, which exits non-zero; after
 its restart it resumes from the `BackupAndRestore` backup, as it does after its own failure.
 
+Preemption (SIGTERM, then the pod's grace period): this script saves nothing extra. A chief
+stopped by SIGTERM dies at once and, restarted, resumes from the last epoch's backup (the epoch
+it was in is trained again); a stopped worker's steps are retried on the others; a stopped ps
+fails the chief as above. TensorFlow's save-on-preemption (`PreemptionCheckpointHandler`)
+refuses clusters with ps tasks.
+
 Files written under `--shared-dir`:
 
 - `run.json` (above), `backup/` (emptied when training completes), `checkpoints/ckpt-NNNN.*`.
