@@ -18,6 +18,7 @@ from tfcompile.compiler.kubernetes_versions import (
 )
 from tfcompile.compiler.rendering.kustomize import RemoteResourceError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
+from tfcompile.compiler.rendering.plain_kustomization import render_plain
 from tfcompile.compiler.rendering.remote_resources import remote_entries
 from tfcompile.compiler.rendering.stateful_set_pods import pods_of
 
@@ -69,6 +70,9 @@ def validate(
     schema_directory(version)
     kustomization = kustomization_with_components(directory)
     if kustomization is None:
+        plain = render_plain(directory)
+        if plain is not None:
+            return validate_objects(plain, directory, version, secrets)
         return validate_rendered(render(directory, allow_remote=allow_remote), directory,
                                  version, secrets)
     remote = remote_entries(directory)
@@ -103,8 +107,18 @@ def validate_rendered(
     secrets: Mapping[tuple[str, str], str] | None = None,
 ) -> ValidationReport:
     """Check already rendered manifests (`directory` only names them in messages)."""
-    version = normalize_version(kubernetes_version)
     objects = parse_manifests(rendered, source=str(directory))
+    return validate_objects(objects, directory, kubernetes_version, secrets)
+
+
+def validate_objects(
+    objects: list[KubernetesObject],
+    directory: Path,
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    secrets: Mapping[tuple[str, str], str] | None = None,
+) -> ValidationReport:
+    """Check rendered objects (`directory` only names them in messages)."""
+    version = normalize_version(kubernetes_version)
     problems, notes = schema_problems(objects, version)
     try:
         found, found_notes, prerequisites = _cluster_checks(objects, version, secrets)
@@ -124,7 +138,6 @@ def validate_rendered(
     return ValidationReport(
         directory=directory,
         kubernetes_version=version,
-        rendered=rendered,
         objects=objects,
         problems=problems,
         prerequisites=prerequisites,
