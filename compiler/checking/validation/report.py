@@ -59,7 +59,9 @@ class Prerequisite:
 class ValidationReport:
     """The result of validating one rendered directory against one Kubernetes version.
 
-    `rendered` is Kustomize's output exactly as a GitOps controller would apply it; `notes` are
+    `rendered` is what a GitOps controller would apply: Kustomize's output, or, for a
+    kustomization that only lists files, those files' text in Kustomize's order (the same
+    objects, read without starting Kustomize); `notes` are
     things worth knowing that are not wrong (kinds without a schema, skipped keys); `warnings`
     are what is allowed but likely to fail a training (checkpoints on an SMB share).
     """
