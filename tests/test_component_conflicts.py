@@ -504,7 +504,7 @@ def test_a_job_with_components_costs_one_kustomize_run_more(
 ) -> None:
     """However many components: one run for the job, one for the renderings before each but
     the first; the job without components, and so the rendering before the first component,
-    is read in process, with no run."""
+    is read without Kustomize (tests/test_plain_kustomization.py)."""
     plain = ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
              "labels: [{pairs: {pool: training}}]\n")
     jobs = {"none": "", "one": "plain", "three": "gpu, azure, plain"}

@@ -237,7 +237,7 @@ def test_kustomize_s_message_is_escaped_line_by_line() -> None:
 
 def test_a_validation_report_prints_every_line_escaped() -> None:
     report = ValidationReport(
-        directory=Path("output/job"), kubernetes_version="1.33", rendered="", objects=[],
+        directory=Path("output/job"), kubernetes_version="1.33", objects=[],
         problems=[Problem(f"ConfigMap/x{ATTACK}", f"refused {ATTACK}")], prerequisites=[],
         notes=[f"note {ATTACK}"])
     text = report.to_text()

@@ -43,10 +43,15 @@ def parse_manifests(text: str, source: str = "rendered manifests") -> list[Kuber
                 f"{source}: document {position} is a {type(document).__name__}, "
                 "not a Kubernetes object"
             )
-        plain = {str(key): _json_compatible(value) for key, value in document.items()}
+        plain = json_object(document)
         _check_identity(plain, source, position)
         objects.append(plain)
     return objects
+
+
+def json_object(document: dict[Any, Any]) -> KubernetesObject:
+    """A YAML mapping as the API server would receive it in JSON (`_json_compatible`)."""
+    return {str(key): _json_compatible(value) for key, value in document.items()}
 
 
 def object_reference(kubernetes_object: KubernetesObject) -> str:

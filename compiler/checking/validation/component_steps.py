@@ -8,11 +8,12 @@ copy of the directory naming only the components ahead, wrapped in a kustomizati
 marker of its own before every name (Kustomize carries the prefix into every reference it knows
 of); the markers are random for each run, so no input can forge one, and are taken off every
 name and reference again. A job with components thus costs at most one Kustomize run for the
-renderings before them, however many components it names. When that run fails, or a rendered object carries no
-marker (a kind Kustomize does not prefix), the renderings are made one by one. The rendering
-before the first component, when its kustomization only lists files beside it (as `build`
-writes it), is read in process (`rendering.plain_files`): a job with one component then starts
-no Kustomize run for it, and one with several starts one for the steps after the first.
+renderings before them, however many components it names. When that run fails, or a rendered
+object carries no marker (a kind Kustomize does not prefix), the renderings are made one by
+one. The rendering before the first component, when its kustomization only lists files beside
+it (as `build` writes it), is read without Kustomize (`rendering.plain_kustomization`): a job
+with one component then starts no Kustomize run for it, one with several one for the steps
+after it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 from tfcompile.compiler.output.generated_mark import GENERATED_MARK
 from tfcompile.compiler.rendering.kustomize import RenderingError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, parse_manifests
-from tfcompile.compiler.rendering.plain_files import render_plain_files
+from tfcompile.compiler.rendering.plain_kustomization import render_plain
 from tfcompile.compiler.rendering.remote_resources import KUSTOMIZATION_FILE_NAMES
 from tfcompile.compiler.yaml_input import YamlInputError, read_document
 
@@ -109,8 +110,8 @@ def component_steps(directory: Path, kustomization: Kustomization, *,
                                 workspace / f"step-{count}") for count in range(len(components))]
             # Before the first component, a kustomization `build` wrote only lists files: it
             # is read in process, and Kustomize renders the steps after it.
-            plain = render_plain_files(steps[0])
-            first = [] if plain is None else [plain.objects]
+            plain = render_plain(steps[0])
+            first = [] if plain is None else [plain]
             rest = steps[len(first):]
             renderings = _render_together(rest, workspace, allow_remote) if rest else []
             if renderings is None:

@@ -59,16 +59,13 @@ class Prerequisite:
 class ValidationReport:
     """The result of validating one rendered directory against one Kubernetes version.
 
-    `rendered` is what a GitOps controller would apply: Kustomize's output, or, for a
-    kustomization that only lists files, those files' text in Kustomize's order (the same
-    objects, read without starting Kustomize); `notes` are
+    `objects` are what Kustomize renders, as a GitOps controller would apply them; `notes` are
     things worth knowing that are not wrong (kinds without a schema, skipped keys); `warnings`
     are what is allowed but likely to fail a training (checkpoints on an SMB share).
     """
 
     directory: Path
     kubernetes_version: str
-    rendered: str
     objects: list[dict[str, Any]] = field(repr=False)
     problems: list[Problem]
     prerequisites: list[Prerequisite]

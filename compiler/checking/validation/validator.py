@@ -18,7 +18,7 @@ from tfcompile.compiler.kubernetes_versions import (
 )
 from tfcompile.compiler.rendering.kustomize import RemoteResourceError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
-from tfcompile.compiler.rendering.plain_files import render_plain_files
+from tfcompile.compiler.rendering.plain_kustomization import render_plain
 from tfcompile.compiler.rendering.remote_resources import remote_entries
 from tfcompile.compiler.rendering.stateful_set_pods import pods_of
 
@@ -54,10 +54,6 @@ def validate(
 ) -> ValidationReport:
     """Render `directory` with Kustomize and check the result for `kubernetes_version`.
 
-    A kustomization that only lists files beside it (as `tfcompile build` writes it) is
-    rendered in process, as Kustomize would render it (`rendering.plain_files`); any other
-    runs Kustomize.
-
     Raises `KubernetesVersionError` for a version without installed schemas (before rendering),
     `RenderError` when Kustomize fails or (unless `allow_remote`) a kustomization names a
     remote resource, `ManifestError` when its output is not Kubernetes objects; all three carry
@@ -74,10 +70,9 @@ def validate(
     schema_directory(version)
     kustomization = kustomization_with_components(directory)
     if kustomization is None:
-        plain = render_plain_files(directory)
+        plain = render_plain(directory)
         if plain is not None:
-            return validate_rendered(plain.text, directory, version, secrets,
-                                     objects=plain.objects)
+            return validate_objects(plain, directory, version, secrets)
         return validate_rendered(render(directory, allow_remote=allow_remote), directory,
                                  version, secrets)
     remote = remote_entries(directory)
@@ -110,14 +105,20 @@ def validate_rendered(
     directory: Path,
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
     secrets: Mapping[tuple[str, str], str] | None = None,
-    *,
-    objects: list[KubernetesObject] | None = None,
 ) -> ValidationReport:
-    """Check already rendered manifests (`directory` only names them in messages); `objects`,
-    when given, are `rendered` already read."""
+    """Check already rendered manifests (`directory` only names them in messages)."""
+    objects = parse_manifests(rendered, source=str(directory))
+    return validate_objects(objects, directory, kubernetes_version, secrets)
+
+
+def validate_objects(
+    objects: list[KubernetesObject],
+    directory: Path,
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    secrets: Mapping[tuple[str, str], str] | None = None,
+) -> ValidationReport:
+    """Check rendered objects (`directory` only names them in messages)."""
     version = normalize_version(kubernetes_version)
-    if objects is None:
-        objects = parse_manifests(rendered, source=str(directory))
     problems, notes = schema_problems(objects, version)
     try:
         found, found_notes, prerequisites = _cluster_checks(objects, version, secrets)
@@ -137,7 +138,6 @@ def validate_rendered(
     return ValidationReport(
         directory=directory,
         kubernetes_version=version,
-        rendered=rendered,
         objects=objects,
         problems=problems,
         prerequisites=prerequisites,
