@@ -18,7 +18,8 @@ cache is written and used, as in an installed tfcompile (`PYTHONDONTWRITEBYTECOD
 the environment, and every command runs once before it is measured). After the table, the peak
 memory of fresh builds of 1, 100 and 400 jobs shows how memory grows with the number of jobs.
 Prints numbers, asserts nothing. Run:
-`.venv/bin/python scripts/benchmark.py [--rounds N]`.
+`.venv/bin/python scripts/benchmark.py [--rounds N] [--only TEXT]` (`--only "vs kustomize"`:
+the two `validate` rows beside Kustomize and kubeconform).
 """
 
 from __future__ import annotations
@@ -230,7 +231,10 @@ def load() -> str:
 def main_benchmark(arguments: Sequence[str] | None = None) -> None:
     options = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     options.add_argument("--rounds", type=int, default=7, help="runs of each command (default 7)")
-    rounds = options.parse_args(arguments).rounds
+    options.add_argument("--only", default="", metavar="TEXT",
+                         help="measure only the rows whose title contains TEXT (and no memory)")
+    parsed = options.parse_args(arguments)
+    rounds = parsed.rounds
     helm = find_helm()
     kustomize = find_kustomize()
     tfcompile = tfcompile_command()
@@ -331,20 +335,23 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
         if helm is None:
             print("helm: not installed (peer columns empty); "
                   "go install helm.sh/helm/v3/cmd/helm@v3.22.0")
+        cases = [case for case in cases if parsed.only in case.title]
         measure(cases, rounds, root)
-        memory = memory_by_jobs(root, build, without_record)
+        memory = [] if parsed.only else memory_by_jobs(root, build, without_record)
     peer_name = "helm / kust." if helm else "kustomize"
     report(cases, peer_name, rounds)
-    validate = cases[-1].results
+    large = [case.results for case in cases if case.title.startswith("validate: one job")]
+    validate = large[0] if large else {}
     if "peer" in validate:
         beyond = validate["tfcompile"].median - validate["peer"].median
         beyond_cpu = validate["tfcompile"].cpu_median - validate["peer"].cpu_median
         print(f"validate beyond {' '.join(kustomize or [])}: {beyond * 1000:.0f} ms "
               f"(cpu {beyond_cpu * 1000:.0f} ms; a process's cpu includes its children's)")
-    print("peak memory of a fresh build, no record: " + ", ".join(
-        f"{count} job{'s' if count > 1 else ''} {kib / 1024:.1f} MB" for count, kib in memory)
-        + f"; {(memory[-1][1] - memory[1][1]) / (memory[-1][0] - memory[1][0]):.1f} KB more "
-        f"per job from {memory[1][0]} to {memory[-1][0]} jobs")
+    if memory:
+        print("peak memory of a fresh build, no record: " + ", ".join(
+            f"{count} job{'s' if count > 1 else ''} {kib / 1024:.1f} MB" for count, kib in memory)
+            + f"; {(memory[-1][1] - memory[1][1]) / (memory[-1][0] - memory[1][0]):.1f} KB "
+            f"more per job from {memory[1][0]} to {memory[-1][0]} jobs")
     print(f"after: {load()}")
 
 

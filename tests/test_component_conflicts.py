@@ -502,11 +502,12 @@ def renderings_one_by_one(tmp_path: Path, directory: Path, components: list[str]
 def test_a_job_with_components_costs_one_kustomize_run_more(
     tmp_path: Path, run_cli: Callable[..., Result], kustomize_runs: Path,
 ) -> None:
-    """However many components: one run for the job, one for every rendering before each; a
-    job without components is read without Kustomize (tests/test_plain_kustomization.py)."""
+    """However many components: one run for the job, one for the renderings before each but
+    the first; the job without components, and so the rendering before the first component,
+    is read without Kustomize (tests/test_plain_kustomization.py)."""
     plain = ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
              "labels: [{pairs: {pool: training}}]\n")
-    jobs = {"none": "", "three": "gpu, azure, plain"}
+    jobs = {"none": "", "one": "plain", "three": "gpu, azure, plain"}
     for name, overlays in jobs.items():
         workspace = tmp_path / name
         workspace.mkdir()
@@ -516,7 +517,7 @@ def test_a_job_with_components_costs_one_kustomize_run_more(
         result = run_cli("validate", str(directory))
         assert result.status == 0, result.stdout
         runs = len(kustomize_runs.read_text().splitlines())
-        assert runs == (0 if name == "none" else 2), (name, runs)
+        assert runs == {"none": 0, "one": 1, "three": 2}[name], (name, runs)
 
 
 def test_names_and_values_from_components_reach_no_terminal_raw() -> None:

@@ -154,6 +154,13 @@ def _edit_not_utf8(directory: Path) -> None:
     add_to_kustomization(directory, "- latin.yaml\n")
 
 
+def _edit_values(directory: Path) -> None:
+    (directory / "annotated.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: annotated\n"
+        "  annotations: {mode: 0755, empty: null}\n")
+    add_to_kustomization(directory, "- annotated.yaml\n")
+
+
 EDITS = {
     "components": _edit_components, "a field Kustomize acts on": _edit_prefix,
     "a file in a subdirectory": _edit_subdirectory, "a link": _edit_link,
@@ -162,6 +169,7 @@ EDITS = {
     "a file listed twice": _edit_listed_twice, "a second kustomization file":
     _edit_second_file_name, "another kustomization version": _edit_api_version,
     "one kind under two versions": _edit_two_versions, "not UTF-8": _edit_not_utf8,
+    "values Kustomize writes back as other text": _edit_values,
 }
 
 
@@ -181,3 +189,16 @@ def test_two_objects_of_one_kind_and_name_get_kustomizes_own_error(tmp_path: Pat
     assert render_plain(directory) is None
     with pytest.raises(RenderError, match="may not add resource with an already registered id"):
         validate(directory)
+
+
+def test_annotations_that_are_not_strings_are_what_kustomize_makes_of_them(
+        tmp_path: Path) -> None:
+    """Kustomize writes `0755` and `null` annotations back as the strings "0755" and "null";
+    read as they stand they would be a number and a null, and the schema check would differ."""
+    directory = plain_job(tmp_path)
+    _edit_values(directory)
+    annotated = [item for item in validate(directory).objects
+                 if item["metadata"]["name"] == "annotated"]
+    assert annotated[0]["metadata"]["annotations"] == {"mode": "0755", "empty": "null"}
+    assert annotated == [item for item in kustomize_objects(directory)
+                         if item["metadata"] == annotated[0]["metadata"]]

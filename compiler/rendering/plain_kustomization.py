@@ -6,7 +6,8 @@ directory holding one object. For such a kustomization Kustomize changes nothing
 of the objects (its default "legacy" order), and starting a Kustomize process costs more than all
 of Python's checks of the job. So when, and only when, a directory is provably of that shape,
 its objects are read here, in Kustomize's order; anything else (components, another field, a
-path that is not a plain file name, a link, a file of several documents or none, a `List`, two
+path that is not a plain file name, a link, a file of several documents or none, a `List`, a
+null, timestamp or binary value or a label or annotation that is not a string, two
 objects of one kind and name, objects in several namespaces, one kind under two API versions)
 returns None and the caller runs Kustomize, whose result (or error message) is then the
 user's. tests/test_plain_kustomization.py compares both renderings object by object.
@@ -17,6 +18,7 @@ kind, then the kinds in `_LAST`; objects of one kind by namespace and name.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import stat
@@ -103,7 +105,26 @@ def _is_object(document: Any) -> bool:
     return (isinstance(document.get("apiVersion"), str) and isinstance(document.get("kind"), str)
             and not document["kind"].endswith("List") and isinstance(metadata, dict)
             and isinstance(metadata.get("name"), str) and bool(metadata["name"])
-            and isinstance(metadata.get("namespace", ""), str))
+            and isinstance(metadata.get("namespace", ""), str)
+            and _plain_values(document)
+            and all(_strings(metadata.get(field)) for field in ("labels", "annotations")))
+
+
+def _strings(mapping: Any) -> bool:
+    return mapping is None or (isinstance(mapping, dict)
+                               and all(isinstance(value, str) for value in mapping.values()))
+
+
+def _plain_values(value: Any) -> bool:
+    """Only values Kustomize writes back as they were read: a null, a timestamp or binary value,
+    or a label or annotation that is not a string (`0755`, `null`), comes back as other text."""
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain_values(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_plain_values(item) for item in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | bool | int)
 
 
 def _one_identity_each(documents: Any) -> bool:

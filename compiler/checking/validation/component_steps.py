@@ -7,9 +7,13 @@ Kubernetes' schema for strategic merges, so every such rendering is made in one 
 copy of the directory naming only the components ahead, wrapped in a kustomization that puts a
 marker of its own before every name (Kustomize carries the prefix into every reference it knows
 of); the markers are random for each run, so no input can forge one, and are taken off every
-name and reference again. A job with components thus costs one Kustomize run more than one
-without, however many components it names. When that run fails, or a rendered object carries no
-marker (a kind Kustomize does not prefix), the renderings are made one by one.
+name and reference again. A job with components thus costs at most one Kustomize run for the
+renderings before them, however many components it names. When that run fails, or a rendered
+object carries no marker (a kind Kustomize does not prefix), the renderings are made one by
+one. The rendering before the first component, when its kustomization only lists files beside
+it (as `build` writes it), is read without Kustomize (`rendering.plain_kustomization`): a job
+with one component then starts no Kustomize run for it, one with several one for the steps
+after it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 from tfcompile.compiler.output.generated_mark import GENERATED_MARK
 from tfcompile.compiler.rendering.kustomize import RenderingError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, parse_manifests
+from tfcompile.compiler.rendering.plain_kustomization import render_plain
 from tfcompile.compiler.rendering.remote_resources import KUSTOMIZATION_FILE_NAMES
 from tfcompile.compiler.yaml_input import YamlInputError, read_document
 
@@ -103,10 +108,16 @@ def component_steps(directory: Path, kustomization: Kustomization, *,
         try:
             steps = [_step_copy(directory, kustomization, components[:count],
                                 workspace / f"step-{count}") for count in range(len(components))]
-            renderings = _render_together(steps, workspace, allow_remote)
+            # Before the first component, a kustomization `build` wrote only lists files: it
+            # is read in process, and Kustomize renders the steps after it.
+            plain = render_plain(steps[0])
+            first = [] if plain is None else [plain]
+            rest = steps[len(first):]
+            renderings = _render_together(rest, workspace, allow_remote) if rest else []
             if renderings is None:
                 renderings = [parse_manifests(render(step, allow_remote=allow_remote),
-                                              source=str(directory)) for step in steps]
+                                              source=str(directory)) for step in rest]
+            renderings = [*first, *renderings]
         except RenderingError as failure:
             raise ComponentStepsError(str(failure).replace(str(workspace), "<copy>")) from None
         except OSError as failure:
