@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -174,10 +175,9 @@ EDITS = {
 
 
 @pytest.mark.parametrize("edit", EDITS.values(), ids=EDITS.keys())
-def test_anything_but_a_plain_list_of_files_is_left_to_kustomize(tmp_path: Path,
-                                                                  edit: object) -> None:
+def test_anything_but_a_plain_list_of_files_is_left_to_kustomize(
+        tmp_path: Path, edit: Callable[[Path], None]) -> None:
     directory = plain_job(tmp_path)
-    assert callable(edit)
     edit(directory)
     assert render_plain(directory) is None
 

@@ -45,6 +45,7 @@ _FIRST = (
 )
 _LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
+
 def render_plain(directory: Path) -> list[KubernetesObject] | None:
     """The objects Kustomize would render from `directory`, in its order, or None when the
     directory is not provably a plain list of files."""
