@@ -4,10 +4,10 @@
 #
 #   scripts/control-plane.sh up      build what is missing, start, wait until healthy, then print
 #                                    `export KUBECONFIG=...` on standard output
-#   scripts/control-plane.sh up --node   also register a Node and start the node agent
-#                                    (`python3 -m tests.node_agent`, needs root):
-#                                    the pods bound to it run as local processes (see README.md,
-#                                    "A local node")
+#   scripts/control-plane.sh up --node   also a real node (scripts/node.sh; needs root): a
+#                                    kubelet, containerd and runc, CNI, kube-proxy and CoreDNS,
+#                                    with the images the examples and `init`'s job name built
+#                                    locally (scripts/node-images.sh) and loaded
 #   scripts/control-plane.sh up [--node] --gitops argocd|flux|both
 #                                    also a git server over smart HTTP and, out of cluster,
 #                                    Argo CD (namespace argocd) and/or Flux (flux-system);
@@ -15,7 +15,8 @@
 #                                    made there as NAME.git is served) and `export
 #                                    TFCOMPILE_GIT_URL=...` (its base URL, push allowed) too
 #   scripts/control-plane.sh down    stop them and remove everything they wrote
-#   scripts/control-plane.sh build [--gitops argocd|flux|both]   only build the binaries
+#   scripts/control-plane.sh build [--node] [--gitops argocd|flux|both]
+#                                    only build the binaries (and with --node the images)
 #
 # Without --node there is no node: the scheduler finds nowhere to place pods, so they stay
 # Pending. That is enough to see what the API server accepts and what the controllers create.
@@ -33,14 +34,13 @@
 #   TFCOMPILE_GITOPS_CACHE         where the GitOps controllers are kept
 #                                  (default: $XDG_CACHE_HOME/tfcompile/gitops); see gitops.sh
 #   TFCOMPILE_CONTROL_PLANE_TIMEOUT  seconds to wait for health (default: 180)
-#   TFCOMPILE_NODE_PYTHON          the Python that runs the node agent and, through it, the pods'
-#                                  `python` (default: python3 on PATH; it must have tfcompile)
-#   TFCOMPILE_NODE_ARGUMENTS       more options for the node agent (e.g. --backoff-seconds 2)
+#   TFCOMPILE_IMAGE_CACHE          where the node's images are kept (see node-images.sh)
+#   TFCOMPILE_NODE_CLAIMS          how many local volumes the node offers claims (default: 96)
 set -euo pipefail
 
 repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 module="$repository/scripts/control-plane"
-components=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 run_directory=${TFCOMPILE_CONTROL_PLANE_DIR:-${TMPDIR:-/tmp}/tfcompile-control-plane}
 timeout_seconds=${TFCOMPILE_CONTROL_PLANE_TIMEOUT:-180}
 marker=.tfcompile-control-plane
@@ -55,6 +55,8 @@ fail() { say "$*"; exit 1; }
 source "$repository/scripts/go-modules.sh"
 # shellcheck source=gitops.sh
 source "$repository/scripts/gitops.sh"
+# shellcheck source=node.sh
+source "$repository/scripts/node.sh"
 
 release() {
   go_module_version "$module" k8s.io/kubernetes
@@ -106,15 +108,21 @@ only; about 15 minutes on two cores)" GO_MODULE_LDFLAGS=$flags \
 
 # The control plane, and with `--gitops TOOLS` the GitOps controllers too.
 build() {
-  local gitops=""
+  local gitops="" with_node=false
   while [ $# -gt 0 ]; do
     case $1 in
+      --node) with_node=true; shift ;;
       --gitops) [ $# -ge 2 ] || fail "build: --gitops needs argocd, flux or both"
         gitops=$2; shift 2 ;;
-      *) fail "build: unknown option $1 (usage: $0 build [--gitops argocd|flux|both])" ;;
+      *) fail "build: unknown option $1 (usage: $0 build [--node] [--gitops \
+argocd|flux|both])" ;;
     esac
   done
   build_control_plane
+  if $with_node; then
+    build_coredns
+    bash "$repository/scripts/node-images.sh" build
+  fi
   if [ -n "$gitops" ]; then
     build_gitops "$gitops"
   fi
@@ -150,13 +158,14 @@ subjectAltName=$4"
         -extfile <(echo "$extensions") -out "$1.crt" 2>/dev/null
       rm "$1.csr"
     }
-    local loopback="IP:127.0.0.1,DNS:localhost"
+    local loopback="IP:127.0.0.1,DNS:localhost,IP:$node_address"
     issue etcd-server "/CN=etcd" serverAuth "$loopback"
     issue apiserver-etcd-client "/CN=kube-apiserver-etcd-client" clientAuth
     issue apiserver "/CN=kube-apiserver" serverAuth "$loopback,IP:$kubernetes_service_ip,\
 DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,\
 DNS:kubernetes.default.svc.cluster.local"
     issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+    issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
     issue controller-manager "/CN=system:kube-controller-manager" clientAuth
     issue scheduler "/CN=system:kube-scheduler" clientAuth
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out service-account.key \
@@ -173,7 +182,7 @@ kind: Config
 clusters:
 - name: tfcompile-local
   cluster:
-    server: https://127.0.0.1:$apiserver_port
+    server: https://$api_address:$apiserver_port
     certificate-authority: $run_directory/pki/ca.crt
 users:
 - name: $2
@@ -231,12 +240,7 @@ up() {
     esac
   done
   if $with_node; then
-    [ "$(id -u)" -eq 0 ] || fail "up --node: the node agent makes network and mount namespaces: \
-run as root"
-    PYTHONPATH="$repository" "${TFCOMPILE_NODE_PYTHON:-python3}" -c 'import tests.node_agent' \
-      2>/dev/null \
-      || fail "up --node: ${TFCOMPILE_NODE_PYTHON:-python3} cannot import tfcompile (activate \
-the virtualenv, or set TFCOMPILE_NODE_PYTHON)"
+    node_preflight
   fi
   if [ -e "$run_directory/$marker" ]; then
     fail "a control plane already runs from $run_directory; run \`$0 down\` first \
@@ -250,16 +254,22 @@ directory"
   for tool in openssl curl python3 setsid; do
     command -v "$tool" >/dev/null || fail "$tool is needed on PATH"
   done
-  if [ -n "$gitops" ]; then
-    build --gitops "$gitops"
-  else
-    build
-  fi
+  local build_options=()
+  $with_node && build_options+=(--node)
+  [ -n "$gitops" ] && build_options+=(--gitops "$gitops")
+  build "${build_options[@]+"${build_options[@]}"}"
   local started=$SECONDS
   mkdir -p "$run_directory"/{logs,pids,etcd}
   touch "$run_directory/$marker"
   trap 'say "up failed; stopping what was started"; stop_all' EXIT
   chmod 700 "$run_directory"
+  # With a node, the API server listens on the node's bridge, where the pods reach it (the
+  # `kubernetes` Service's endpoint); otherwise on loopback only.
+  api_address=127.0.0.1
+  if $with_node; then
+    node_network_up
+    api_address=$node_address
+  fi
   certificates
   local pki="$run_directory/pki" etcd_port etcd_peer_port controller_manager_port scheduler_port
   read -r etcd_port etcd_peer_port apiserver_port controller_manager_port scheduler_port \
@@ -282,7 +292,8 @@ directory"
     --cert "$pki/apiserver-etcd-client.crt" --key "$pki/apiserver-etcd-client.key"
 
   start kube-apiserver "$(binary_of kube-apiserver)" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+    --bind-address="$api_address" --advertise-address="$api_address" \
+    --secure-port="$apiserver_port" \
     --cert-dir="$run_directory/kube-apiserver" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
@@ -295,8 +306,11 @@ directory"
     --service-cluster-ip-range="$service_cluster_ip_range" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction,PodSecurity \
-    --allow-privileged=true --anonymous-auth=false --profiling=false
-  wait_healthy kube-apiserver "https://127.0.0.1:$apiserver_port/readyz" \
+    --allow-privileged=true --anonymous-auth=false --profiling=false \
+    --kubelet-client-certificate="$pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP
+  wait_healthy kube-apiserver "https://$api_address:$apiserver_port/readyz" \
     --cert "$pki/admin.crt" --key "$pki/admin.key"
 
   start kube-controller-manager "$(binary_of kube-controller-manager)" \
@@ -327,7 +341,7 @@ directory"
   if [ -n "$gitops" ]; then
     exports=$(start_gitops "$gitops")
   fi
-  say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://127.0.0.1:$apiserver_port \
+  say "up in $((SECONDS - started)) s: Kubernetes $(release) at https://$api_address:$apiserver_port \
 (run \`$0 down\` to stop it)"
   trap - EXIT
   echo "export KUBECONFIG=$run_directory/admin.kubeconfig"
@@ -336,74 +350,13 @@ directory"
   fi
 }
 
-# The local node: its own credentials (a kubelet's identity, so the Node authorizer and
-# NodeRestriction limit it to its own Node, Lease and pods), a provisioner identity that may make
-# volumes for claims, and the agent itself; `up` returns once the Node is Ready.
-start_node() {
-  local pki="$run_directory/pki" name
-  (
-    cd "$pki"
-    umask 077
-    for name in node provisioner; do
-      local subject="/O=system:nodes/CN=system:node:$node_name"
-      [ "$name" = provisioner ] && subject="/CN=tfcompile-volume-provisioner"
-      openssl req -newkey rsa:2048 -nodes -keyout "$name.key" -out "$name.csr" \
-        -subj "$subject" 2>/dev/null
-      openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
-        -extfile <(printf '%s\n' basicConstraints=CA:FALSE \
-          keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth) \
-        -out "$name.crt" 2>/dev/null
-      rm "$name.csr"
-    done
-    rm -f ca.srl
-  )
-  kubeconfig node node
-  kubeconfig provisioner provisioner
-  kubectl --kubeconfig "$run_directory/admin.kubeconfig" apply --server-side \
-    --field-manager=tfcompile-control-plane -f - >/dev/null <<EOF
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: tfcompile-volume-provisioner}
-rules:
-- {apiGroups: [""], resources: [persistentvolumeclaims], verbs: [get, list, watch]}
-- {apiGroups: [""], resources: [persistentvolumes], verbs: [get, list, watch, create, delete]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: tfcompile-volume-provisioner}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: tfcompile-volume-provisioner}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: tfcompile-volume-provisioner}
-EOF
-  mkdir -p "$run_directory/node"
-  # shellcheck disable=SC2086  # more options, split on purpose
-  # The node agent is part of the tests (pip does not install it): run from this repository.
-  PYTHONPATH="$repository" start node-agent "${TFCOMPILE_NODE_PYTHON:-python3}" \
-    -m tests.node_agent \
-    --kubeconfig "$run_directory/node.kubeconfig" \
-    --provisioner-kubeconfig "$run_directory/provisioner.kubeconfig" \
-    --node-name "$node_name" --directory "$run_directory/node" ${TFCOMPILE_NODE_ARGUMENTS:-}
-  local deadline=$((SECONDS + timeout_seconds)) ready=""
-  while [ "$ready" != True ]; do
-    if ! kill -0 "$(cat "$run_directory/pids/node-agent")" 2>/dev/null \
-        || [ $SECONDS -ge $deadline ]; then
-      say "the node agent did not make node $node_name Ready; the end of its log:"
-      tail -n 25 "$run_directory/logs/node-agent.log" >&2 || true
-      exit 1
-    fi
-    sleep 0.5
-    ready=$(kubectl --kubeconfig "$run_directory/admin.kubeconfig" get node "$node_name" \
-      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
-  done
-  say "node $node_name is Ready; its agent logs to $run_directory/logs/node-agent.log"
-}
-
 # Stop what `up` started: only processes whose pid file is ours and whose command line names
 # the run directory (a recycled pid of another program is left alone).
 stop_all() {
   local pid_file pid name pids=()
   for name in argocd-application-controller argocd-applicationset-controller \
-      argocd-repo-server redis kustomize-controller source-controller git-server node-agent \
+      argocd-repo-server redis kustomize-controller source-controller git-server kubelet \
+      kube-proxy coredns \
       kube-scheduler kube-controller-manager kube-apiserver etcd; do
     pid_file="$run_directory/pids/$name"
     [ -f "$pid_file" ] || continue
@@ -414,12 +367,12 @@ stop_all() {
       pids+=("$pid")
     fi
   done
-  # The node agent stops its pods first (up to 10 s of grace each, in parallel).
   local deadline=$((SECONDS + 30))
   for pid in "${pids[@]}"; do
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     kill -KILL "$pid" 2>/dev/null || true
   done
+  stop_node
   rm -rf "$run_directory"
 }
 

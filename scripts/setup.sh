@@ -28,20 +28,33 @@ if [ ! -e "$venv/.kubeconform-$kubeconform_version" ]; then
     echo "Go is not installed, so kubeconform is not: the tests that run it will fail" >&2
   fi
 fi
-# Redis, which Argo CD's controllers need in the GitOps tests (tests/gitops/): Debian's package,
-# installed here when missing and when this machine can (root and apt-get); otherwise those tests
-# fail saying what to install.
-if ! command -v redis-server >/dev/null && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null
-then
-  # Debian's package would start a Redis service of its own: the tests start theirs.
+# Debian's packages the tests' cluster needs, installed here when missing and when this machine
+# can (root and apt-get); otherwise those tests fail saying what to install:
+# - redis-server, which Argo CD's controllers need (tests/gitops/);
+# - the real node's container runtime (containerd, runc), CNI plugins, iptables and conntrack
+#   (kube-proxy), and debootstrap, which builds the root file systems of its images
+#   (scripts/node.sh, scripts/node-images.sh).
+wanted=()
+for entry in redis-server:redis-server containerd:containerd runc:runc \
+    /usr/lib/cni/bridge:containernetworking-plugins iptables:iptables conntrack:conntrack \
+    debootstrap:debootstrap gcc:gcc; do
+  if [ "${entry:0:1}" = / ]; then
+    [ -e "${entry%%:*}" ] || wanted+=("${entry#*:}")
+  else
+    command -v "${entry%%:*}" >/dev/null || wanted+=("${entry#*:}")
+  fi
+done
+if [ ${#wanted[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  # Debian's packages would start services of their own (Redis, containerd): the tests start
+  # theirs.
   policy=/usr/sbin/policy-rc.d
   created_policy=false
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && created_policy=true
   fi
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      --no-install-recommends redis-server >/dev/null; }; then
-    echo "could not install redis-server: the Argo CD tests will fail" >&2
+      --no-install-recommends "${wanted[@]}" >/dev/null; }; then
+    echo "could not install ${wanted[*]}: the cluster and GitOps tests will fail" >&2
   fi
   if $created_policy; then rm -f "$policy"; fi
 fi

@@ -1,21 +1,30 @@
-"""The local node for the cluster tests: `scripts/control-plane.sh up --node`, and jobs on it.
+"""The real node for the cluster and GitOps tests: `scripts/control-plane.sh up --node`, and jobs
+on it.
 
-A `LocalNode` is a real control plane plus the node agent, in a run directory of its own; the
-helpers compile a copy of an example job with the `tfcompile` command (under a name unique to
-the test, so that its pods' processes can be told apart by `HOSTNAME`) and apply it with
-`kubectl apply --server-side -k`, as a GitOps tool would.
+A `LocalNode` is a real control plane with a real node (a kubelet, containerd and runc, CNI,
+kube-proxy, CoreDNS; scripts/node.sh), in a run directory of its own; the pods run in their images.
+The helpers compile a copy of an example job with the `tfcompile` command (under a name unique to
+the test) and apply it with `kubectl apply --server-side -k`, as a GitOps tool would.
+
+What the pods print is read from the kubelet's container logs (its `podLogsDir`, in the CRI
+log format) by a follower that keeps every line it has seen, so a pod's lines outlive the pod,
+as a log collector's do in a cluster.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +34,74 @@ from tests.conftest import EXAMPLES, OVERLAYS, REPOSITORY
 
 CONTROL_PLANE = REPOSITORY / "scripts" / "control-plane.sh"
 UP_TIMEOUT_SECONDS = 3 * 60 * 60  # the first run builds Kubernetes from source
-# Restarts after 2 s instead of the kubelet's 10 s: the cases resume sooner on a slow machine.
-NODE_ARGUMENTS = "--backoff-seconds 2"
+NODE_NAME = "tfcompile-node"
+BRIDGE = "tfcompile0"
+# A line of a CRI container log: time, stream, F(ull) or P(artial), text.
+_CRI_LINE = re.compile(r"^(\S+) (stdout|stderr) ([FP]) (.*)$")
+
+
+@dataclass
+class _PodLogs:
+    """Follows the kubelet's container log files and keeps each line: (time, namespace, pod,
+    text), in the order each file holds them."""
+
+    directory: Path
+    lines: list[tuple[str, str, str, str]] = field(default_factory=list)
+    _offsets: dict[Path, int] = field(default_factory=dict)
+    _partial: dict[Path, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def follow(self) -> None:
+        while not self._stop.wait(0.25):
+            self.read()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def read(self) -> None:
+        with self._lock:
+            for path in sorted(self.directory.glob("*/*/*.log*")):
+                self._read_file(path)
+
+    def _read_file(self, path: Path) -> None:
+        # Directories are NAMESPACE_POD_UID; files CONTAINER/RESTARTS.log.
+        namespace, pod = path.parent.parent.name.split("_")[:2]
+        try:
+            with path.open("rb") as stream:
+                stream.seek(self._offsets.get(path, 0))
+                data = stream.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        self._offsets[path] = self._offsets.get(path, 0) + end
+        for raw in data[:end].decode(errors="replace").splitlines():
+            match = _CRI_LINE.match(raw)
+            if not match:
+                continue
+            moment, _, tag, text = match.groups()
+            text = self._partial.pop(path, "") + text
+            if tag == "P":
+                self._partial[path] = text
+                continue
+            self.lines.append((moment, namespace, pod, text))
+
+    def of_pod(self, namespace: str, pod: str) -> list[str]:
+        self.read()
+        return [text for _, where, name, text in self.lines if (where, name) == (namespace, pod)]
+
+    def timeline(self) -> list[tuple[str, str, str, str]]:
+        self.read()
+        return sorted(self.lines)
 
 
 @dataclass(frozen=True)
 class LocalNode:
-    """A running control plane with the local node."""
+    """A running control plane with the real node."""
 
     run_directory: Path
     kubeconfig: Path
+    logs: _PodLogs
 
     def kubectl(self, *arguments: str, check: bool = True) -> str:
         completed = subprocess.run(
@@ -49,21 +116,31 @@ class LocalNode:
         return json.loads(self.kubectl("get", *arguments, "--output=json"))
 
     def claim_directory(self, namespace: str, claim: str) -> Path:
-        return self.run_directory / "node" / "claims" / namespace / claim
+        """Where the local volume bound to a claim keeps its files on this machine."""
+        volume = wait_for(f"claim {namespace}/{claim} to be bound", lambda: self.get(
+            "pvc", claim, "-n", namespace)["spec"].get("volumeName"), 120)
+        return Path(self.get("pv", volume)["spec"]["local"]["path"])
 
     def log(self) -> str:
-        return (self.run_directory / "logs" / "node-agent.log").read_text(errors="replace")
+        """Every pod's lines in time order, each as `NAMESPACE/POD | text`, then the end of
+        the kubelet's log: what a failing wait shows."""
+        kubelet = (self.run_directory / "logs" / "kubelet.log").read_text(errors="replace")
+        return "\n".join([f"{namespace}/{pod} | {text}" for _, namespace, pod, text
+                          in self.logs.timeline()] + ["--- kubelet:"]
+                         + kubelet.splitlines()[-15:])
+
+    def runtime_containers(self, namespace: str) -> list[str]:
+        """The container runtime's containers (sandboxes included) of a namespace's pods."""
+        listed = subprocess.run(
+            ["ctr", "-a", str(self.run_directory / "containerd" / "containerd.sock"), "-n",
+             "k8s.io", "containers", "list", "--quiet",
+             f'labels."io.kubernetes.pod.namespace"=={namespace}'],
+            capture_output=True, text=True, check=True, timeout=60)
+        return listed.stdout.split()
 
     def pod_lines(self, namespace: str, pod: str) -> list[str]:
-        prefix = f"{namespace}/{pod} | "
-        return [line[len(prefix):] for line in self.log().splitlines()
-                if line.startswith(prefix)]
-
-    def container_helpers(self) -> list[int]:
-        """Processes of the node's containers (each container's helper names its start file)."""
-        marker = str(self.run_directory / "node" / "pods").encode()
-        return [pid for pid, command in _processes() if marker in command
-                and b"container_entry" in command]
+        """What the pod of that name printed, every incarnation and restart, in order."""
+        return self.logs.of_pod(namespace, pod)
 
 
 def _processes() -> Iterator[tuple[int, bytes]]:
@@ -76,7 +153,8 @@ def _processes() -> Iterator[tuple[int, bytes]]:
 
 
 def processes_of_pod(pod: str) -> list[int]:
-    """PIDs of the pod's processes, found by HOSTNAME (as `kubectl exec` would reach them)."""
+    """PIDs of the pod's processes, found by HOSTNAME (the runtime sets it to the pod's host
+    name, as `kubectl exec` would see it)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -90,30 +168,81 @@ def processes_of_pod(pod: str) -> list[int]:
     return found
 
 
-def start_local_node(run_directory: Path) -> Iterator[LocalNode]:
-    """`up --node` and apply the launcher policy (as a user does once per cluster), yield, then
-    `down`; afterwards nothing of the node may be left running."""
-    environment = {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory),
-                   "TFCOMPILE_NODE_PYTHON": sys.executable,
-                   "TFCOMPILE_NODE_ARGUMENTS": NODE_ARGUMENTS}
+def _iptables_chains() -> set[str]:
+    chains: set[str] = set()
+    for table in ("nat", "filter", "mangle"):
+        listed = subprocess.run(["iptables", "-t", table, "-S"], capture_output=True, text=True,
+                                check=False)
+        chains.update(f"{table} {line}" for line in listed.stdout.splitlines()
+                      if "KUBE-" in line or "CNI-" in line)
+    return chains
+
+
+def _kubepods_cgroups() -> list[str]:
+    return [str(path) for path in Path("/sys/fs/cgroup").glob("*/kubepods")]
+
+
+def node_leftovers(run_directory: Path) -> list[str]:
+    """What a node left on this machine: processes naming its run directory, pods' processes,
+    mounts under it, its bridge, kube-proxy's and CNI's iptables rules, the pods' cgroups, and
+    the run directory itself."""
+    found = [f"process {pid}" for pid, command in _processes()
+             if str(run_directory).encode() in command]
+    found += [f"mount {line.split()[4]}" for line in
+              Path("/proc/self/mountinfo").read_text().splitlines()
+              if line.split()[4].startswith(str(run_directory))]
+    if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True,
+                      check=False).returncode == 0:
+        found.append(f"network device {BRIDGE}")
+    found += sorted(_iptables_chains())
+    found += [f"cgroup {path}" for path in _kubepods_cgroups()]
+    if run_directory.exists():
+        found.append(f"directory {run_directory}")
+    return found
+
+
+def up_environment(run_directory: Path) -> dict[str, str]:
+    return {**os.environ, "TFCOMPILE_CONTROL_PLANE_DIR": str(run_directory),
+            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+
+
+@contextmanager
+def start_local_node(run_directory: Path,
+                     *options: str) -> Iterator[tuple[LocalNode, list[str]]]:
+    """`up --node [options]` and apply the launcher policy (as a user does once per cluster),
+    yield the node and what `up` printed, then `down`; afterwards nothing of the node may be
+    left on this machine."""
+    environment = up_environment(run_directory)
+    follower: threading.Thread | None = None
+    logs = _PodLogs(run_directory / "pod-logs")
     try:
-        up = subprocess.run(["bash", str(CONTROL_PLANE), "up", "--node"], capture_output=True,
-                            text=True, check=False, env=environment, timeout=UP_TIMEOUT_SECONDS)
+        up = subprocess.run(["bash", str(CONTROL_PLANE), "up", "--node", *options],
+                            capture_output=True, text=True, check=False, env=environment,
+                            timeout=UP_TIMEOUT_SECONDS)
         assert up.returncode == 0, (
-            f"`scripts/control-plane.sh up --node` failed (exit {up.returncode}):\n{up.stderr}\n"
-            "The cluster tests build Kubernetes from source with Go, or take prebuilt binaries "
-            "from TFCOMPILE_CONTROL_PLANE_BINARIES (see README.md, \"A local node\").")
+            f"`scripts/control-plane.sh up --node {' '.join(options)}` failed (exit "
+            f"{up.returncode}):\n{up.stderr}\nThe node's tests build Kubernetes and CoreDNS "
+            "from source with Go and its images with debootstrap and pip, and need root and "
+            "Debian's containerd, runc, containernetworking-plugins, iptables and conntrack "
+            "(scripts/setup.sh installs them when run as root; see docs/development.md).")
         exports = [line for line in up.stdout.splitlines() if line.startswith("export KUBECONFIG=")]
         kubeconfig = Path(exports[-1].removeprefix("export KUBECONFIG="))
-        apply_launcher_policy(kubeconfig, run_directory.parent / "repository")
-        yield LocalNode(run_directory, kubeconfig)
+        apply_launcher_policy(kubeconfig, run_directory.parent / "launcher-policy")
+        follower = threading.Thread(target=logs.follow, daemon=True)
+        follower.start()
+        yield LocalNode(run_directory, kubeconfig, logs), up.stdout.splitlines()
     finally:
+        logs.stop()
+        if follower:
+            follower.join()
         down = subprocess.run(["bash", str(CONTROL_PLANE), "down"], capture_output=True,
-                              text=True, check=False, env=environment, timeout=120)
+                              text=True, check=False, env=environment, timeout=180)
         assert down.returncode == 0, down.stderr
-    leftovers = [pid for pid, command in _processes() if str(run_directory).encode() in command]
-    assert leftovers == [], f"processes of the node outlived `down`: {leftovers}"
-    assert not run_directory.exists(), "`down` left the run directory"
+    # A process `down` stopped may still be leaving the process table for a moment.
+    deadline = time.monotonic() + 10
+    while (leftovers := node_leftovers(run_directory)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers == [], f"`down` left these behind: {leftovers}"
 
 
 @dataclass(frozen=True)

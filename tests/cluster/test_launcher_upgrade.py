@@ -9,11 +9,9 @@ and applied, the job rolls as a whole onto one new revision.
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +23,12 @@ from tests.cluster.local_node import (
     LocalNode,
     build,
     fresh_namespace,
+    processes_of_pod,
     remove_namespace,
-    start_local_node,
 )
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
+from tests.node_fixture import RealNode
 from tests.test_launcher_protocol import FIXED_MODULE, another_text
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.objects.launcher import LauncherProgram
@@ -39,7 +38,6 @@ from tfcompile.spec.loading import load_jobs
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
 REVISION_ANNOTATION = "tfcompile.dev/revision"
@@ -53,9 +51,10 @@ while True:
 TIMEOUT = 180.0
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
-    yield from start_local_node(tmp_path_factory.mktemp("local-node") / "run")
+@pytest.fixture
+def node(real_node: RealNode) -> LocalNode:
+    """The session's real node (tests/conftest.py), shared with the GitOps tier."""
+    return real_node.node
 
 
 def stand_in_job(tmp_path: Path) -> Job:
@@ -108,6 +107,17 @@ def training(node: LocalNode, namespace: str, job: Job, revision: str) -> bool:
                for index in range(2))
 
 
+def mounted_text(pod: str, module: str) -> str | None:
+    """The launcher module as a running container of `pod` sees it (read through a process
+    of the container, under /proc/PID/root); None when no process of the pod shows it."""
+    for pid in processes_of_pod(pod):
+        try:
+            return (Path(f"/proc/{pid}/root/opt/tfcompile/launcher") / module).read_text()
+        except OSError:
+            continue
+    return None
+
+
 def revision_of(job: Job) -> str:
     text = (job.compiled / f"statefulset-{job.name}-worker.yaml").read_text()
     statefulset = YAML(typ="safe").load(text)
@@ -135,7 +145,11 @@ def test_a_new_launcher_text_restarts_no_pod_and_a_new_protocol_rolls_the_job(
     apply(node, job, namespace)
     stored = node.get("configmap", launcher_map, "-n", namespace)
     assert stored["data"][FIXED_MODULE] == fixed.data()[FIXED_MODULE]
-    time.sleep(15)  # the StatefulSet controller and the node agent have had every chance to act
+    # The kubelet updates the mounted ConfigMap in the running containers, without a restart.
+    wait_for("the new launcher text in both running containers", lambda: all(
+        mounted_text(pod, FIXED_MODULE) == fixed.data()[FIXED_MODULE] for pod in before),
+        120, lambda: node.log()[-3000:])
+    time.sleep(15)  # the StatefulSet controller and the kubelet have had every chance to act
     assert running_pods(node, namespace) == before
     statefulset = node.get("statefulset", f"{job.name}-worker", "-n", namespace)
     assert statefulset["status"]["currentRevision"] == statefulset["status"]["updateRevision"]

@@ -1,14 +1,15 @@
-"""End to end on the local node: real Kubernetes controllers, real TensorFlow, pods as processes.
+"""End to end on the real node: real Kubernetes controllers, a real kubelet and container
+runtime, real TensorFlow in the image each job names.
 
-`scripts/control-plane.sh up --node` starts the control plane and the node agent; each case
-compiles a copy of an example (mnist, parameter-server) or a small failing job with
+The session's node (tests/node_fixture.py: `scripts/control-plane.sh up --node`) runs the pods;
+each case compiles a copy of an example (mnist, parameter-server) or a small failing job with
 `tfcompile build`, applies it with `kubectl apply --server-side -k` into a namespace of its own,
-and watches the StatefulSet controller, the scheduler, the EndpointSlice controller, the node agent
-and the pods' launchers (which reach the API server through the node's `kubernetes` Service) do
-the rest. Real TensorFlow trains both examples once (marked `end_to_end`); the tests whose
-subject is the controllers, the node and the launcher (a deleted worker, suspension, a roll) run
-a stand-in program with the same files and no TensorFlow (tests/stand_in_training.py). Needs root
-(namespaces) and the control plane binaries (built from source with Go once).
+and watches the StatefulSet controller, the scheduler, the EndpointSlice controller, the kubelet,
+containerd, CoreDNS, kube-proxy and the pods' launchers (which reach the API server through the
+`kubernetes` Service) do the rest. Real TensorFlow trains both examples once (marked
+`end_to_end`); the tests whose subject is the controllers, the node and the launcher (an evicted
+worker, suspension, a roll) run a stand-in program with the same files and no TensorFlow
+(tests/stand_in_training.py) in the same image. Needs root, Go and the node's Debian packages.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,23 +35,30 @@ from tests.cluster.local_node import (
     job_pod_names,
     processes_of_pod,
     remove_namespace,
-    start_local_node,
 )
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
+from tests.node_fixture import RealNode
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
 ]
 
 ACCURACY_BAR = 0.90
 TRAINING_TIMEOUT = 600.0  # two cores shared with other work: generous, but bounded
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
-    yield from start_local_node(tmp_path_factory.mktemp("local-node") / "run")
+@pytest.fixture
+def node(real_node: RealNode) -> LocalNode:
+    """The session's real node (tests/conftest.py), shared with the GitOps tier."""
+    return real_node.node
+
+
+def _identity(pid: int) -> tuple[int, int]:
+    """The real user and group IDs of a process."""
+    fields = {line.split(":")[0]: line.split()[1:]
+              for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line}
+    return int(fields["Uid"][0]), int(fields["Gid"][0])
 
 
 def results(node: LocalNode, namespace: str, job: Job, replicas: int) -> list[dict[str, Any]]:
@@ -123,8 +131,20 @@ def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
             "PodScheduled": "True", "Initialized": "True", "ContainersReady": "True",
             "Ready": "True"}
         assert status["podIP"].startswith("10.244.")
-        assert status["containerStatuses"][0]["restartCount"] == 0
+        container = status["containerStatuses"][0]
+        assert container["restartCount"] == 0
         assert pod["spec"]["nodeName"] == "tfcompile-node"
+        # A container of the runtime, from the image the job names, as the job's user.
+        assert container["containerID"].startswith("containerd://")
+        assert container["image"] == "docker.io/tensorflow/tensorflow:2.15.0"
+        assert container["imageID"].startswith("sha256:")
+        identities = {_identity(pid) for pid in processes_of_pod(pod["metadata"]["name"])}
+        assert identities == {(1000, 1000)}, identities
+    # The claim's files belong to the pods' group (fsGroup: 1000), set by the kubelet.
+    shared = node.claim_directory(namespace, f"{job.name}-shared")
+    assert shared.stat().st_gid == 1000 and shared.stat().st_mode & stat.S_ISGID
+    node_object = node.get("node", "tfcompile-node")
+    assert node_object["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
     # The headless Service has endpoints: the EndpointSlice controller saw the pods' addresses.
     slices = node.get("endpointslices", "-n", namespace,
                       "-l", f"kubernetes.io/service-name={job.name}-worker")["items"]
@@ -210,7 +230,6 @@ def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncou
     finals = wait_for("the workers' results", lambda: results(node, namespace, job, 2),
                       TRAINING_TIMEOUT, lambda: node.log()[-3000:])
     lines = node.pod_lines(namespace, victim)
-    assert f"pod {namespace}/{victim} deleted: stopping it (grace 20 s)" in node.log()
     saved = [line for line in lines if "saved a checkpoint at epoch" in line]
     assert len(saved) == 1, lines[-20:]
     epoch = int(saved[0].split("at epoch ")[1].split(" ")[0])
@@ -240,6 +259,43 @@ def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncou
     remove_namespace(node, namespace, job)
 
 
+def test_a_worker_killed_mid_training_restarts_in_its_pod_and_training_resumes(
+        node: LocalNode, tmp_path: Path) -> None:
+    """A worker's training killed outright (SIGKILL, as the kernel's OOM killer does): the
+    container's launcher counts the failure and exits, the kubelet restarts the container in
+    the same pod, its peer's collective fails and restarts too, and both resume from the last
+    checkpoint on the shared claim and finish."""
+    started = time.monotonic()
+    job = copy_stand_in(tmp_path, RESUMED_EPOCHS, 0.25, ["--save-every", "2"])
+    build(job)
+    namespace = fresh_namespace(node)
+    apply(node, job.compiled, namespace)
+    victim = job.pod("worker", 1)
+    wait_for("five epochs", lambda: len(progress(node, namespace, job, 1)) >= 5,
+             TRAINING_TIMEOUT, lambda: node.log()[-3000:])
+    first = pods(node, namespace)[victim]
+    training = [pid for pid in processes_of_pod(victim)
+                if b"train.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                and b"tfcompile-launcher" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert training, "no training process found in the victim's container"
+    for pid in training:
+        os.kill(pid, 9)
+    finals = wait_for("the workers' results", lambda: results(node, namespace, job, 2),
+                      TRAINING_TIMEOUT, lambda: node.log()[-3000:])
+    for final in finals:
+        assert final["epochs_completed"] == RESUMED_EPOCHS and final["initial_epoch"] >= 4, \
+            finals
+    now = pods(node, namespace)[victim]
+    # The same pod: the kubelet restarted its container, it was not replaced.
+    assert now["metadata"]["uid"] == first["metadata"]["uid"]
+    status = now["status"]["containerStatuses"][0]
+    assert status["restartCount"] >= 1, status
+    assert status["lastState"]["terminated"]["exitCode"] != 0, status
+    print(f"a killed worker restarted in its pod; training resumed and finished in "
+          f"{time.monotonic() - started:.0f} s")
+    remove_namespace(node, namespace, job)
+
+
 def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> None:
     started = time.monotonic()
     job = copy_stand_in(tmp_path, 200, 0.5)
@@ -254,7 +310,7 @@ def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> No
     wait_for("no pods", lambda: not pods(node, namespace), 120)
     wait_for("no processes", lambda: not (processes_of_pod(job.pod("worker", 0))
                                           or processes_of_pod(job.pod("worker", 1))), 60)
-    assert node.container_helpers() == []
+    assert node.runtime_containers(namespace) == []
     # Storage is kept: the claim and the checkpoint stay for when the job resumes.
     claim = node.get("persistentvolumeclaim", f"{job.name}-shared", "-n", namespace)
     assert claim["status"]["phase"] == "Bound"

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,14 @@ from tests.cluster.local_node import (
     build,
     fresh_namespace,
     remove_namespace,
-    start_local_node,
 )
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
+from tests.node_fixture import RealNode
 from tfcompile.compiler.objects.names import trial_name
 
 pytestmark = [
     pytest.mark.cluster,
-    pytest.mark.skipif(os.geteuid() != 0, reason="the local node's pods need root"),
 ]
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
@@ -61,9 +59,10 @@ SWEEP = """\
 """
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNode]:
-    yield from start_local_node(tmp_path_factory.mktemp("local-node") / "run")
+@pytest.fixture
+def node(real_node: RealNode) -> LocalNode:
+    """The session's real node (tests/conftest.py), shared with the GitOps tier."""
+    return real_node.node
 
 
 def records(node: LocalNode, namespace: str, name: str) -> dict[str, str]:

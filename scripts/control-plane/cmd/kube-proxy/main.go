@@ -1,0 +1,17 @@
+// Command kube-proxy starts the Service proxy of the Kubernetes release pinned in go.mod, for
+// the real node of tfcompile's local cluster (scripts/control-plane.sh up --node).
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewProxyCommand()))
+}
