@@ -314,8 +314,71 @@ EOF
     --field-manager=tfcompile-control-plane -f - >/dev/null <<<"$objects"
 }
 
+# Paths outside the run directory that the kubelet and the CNI library write to whatever they
+# are told (the kubelet's device-plugin socket, the CNI result cache), and the host's
+# KUBE-/CNI- iptables chains: what exists before the node starts is noted, so `down` removes
+# only what the node added.
+node_outside_paths=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results
+  /var/lib/cni)
+
+iptables_chains() {  # the KUBE-/CNI- chains of every table, one "COMMAND TABLE CHAIN" a line
+  local command table
+  for command in iptables ip6tables; do
+    command -v "$command" >/dev/null || continue
+    for table in filter nat mangle; do
+      "$command" -t "$table" -S 2>/dev/null | awk -v c="$command" -v t="$table" \
+        '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ { print c, t, $2 }'
+    done
+  done
+}
+
+note_node_surroundings() {
+  local path
+  for path in "${node_outside_paths[@]}"; do
+    [ -e "$path" ] && echo "$path"
+  done >"$run_directory/preexisting-paths"
+  iptables_chains >"$run_directory/preexisting-chains"
+}
+
+# Remove the chains the node added, and every rule that jumps to one of them.
+remove_node_chains() {
+  local command table chain rule
+  [ -f "$run_directory/preexisting-chains" ] || return 0
+  while read -r command table chain; do
+    grep -qxF "$command $table $chain" "$run_directory/preexisting-chains" && continue
+    while read -r rule; do
+      # shellcheck disable=SC2086  # a rule as iptables -S prints it, split into its words
+      eval "$command -t $table -D ${rule#-A }" 2>/dev/null || true
+    done < <("$command" -t "$table" -S 2>/dev/null | grep -E "^-A .* -j $chain( |\$)")
+    "$command" -t "$table" -F "$chain" 2>/dev/null || true
+  done < <(iptables_chains)
+  while read -r command table chain; do
+    grep -qxF "$command $table $chain" "$run_directory/preexisting-chains" && continue
+    "$command" -t "$table" -X "$chain" 2>/dev/null || true
+  done < <(iptables_chains)
+}
+
+# The CNI results of the node's sandboxes, and the outside paths it made.
+remove_node_paths() {
+  local sandbox path
+  for sandbox in "$run_directory"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*/; do
+    [ -d "$sandbox" ] || continue
+    sandbox=$(basename "$sandbox")
+    rm -f /var/lib/cni/results/*-"$sandbox"-*
+  done
+  [ -f "$run_directory/preexisting-paths" ] || return 0
+  for path in "${node_outside_paths[@]}"; do
+    grep -qxF "$path" "$run_directory/preexisting-paths" && continue
+    case $path in
+      /var/lib/kubelet/device-plugins) rm -f "$path/kubelet.sock"; rmdir "$path" 2>/dev/null ;;
+      *) rmdir "$path" 2>/dev/null ;;
+    esac || true
+  done
+}
+
 start_node() {
   local started=$SECONDS
+  note_node_surroundings
   node_certificate node "/O=system:nodes/CN=system:node:$node_name"
   node_certificate kube-proxy "/CN=system:kube-proxy"
   node_certificate coredns "/CN=tfcompile-coredns"
@@ -393,9 +456,6 @@ stop_node() {
     [ -d "$hierarchy" ] && find "$hierarchy" -depth -type d -exec rmdir {} \; 2>/dev/null
   done
   ip link delete "$node_bridge" 2>/dev/null || true
-  local kube_proxy
-  kube_proxy=$(binary_of kube-proxy)
-  if [ -x "$kube_proxy" ]; then
-    "$kube_proxy" --cleanup >/dev/null 2>&1 || true
-  fi
+  remove_node_chains
+  remove_node_paths
 }
