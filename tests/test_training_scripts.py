@@ -8,6 +8,7 @@ restarts a task that exits non-zero, as the kubelet restarts the container.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -26,15 +27,29 @@ import pytest
 
 from tests.conftest import free_ports
 
+
+def keras_2_installed() -> bool:
+    """Whether `tf.keras` can be Keras 2, as the scripts need: TensorFlow 2.15's own Keras, or
+    the tf-keras package beside a later TensorFlow (the training extra)."""
+    if importlib.util.find_spec("tf_keras") is not None:
+        return True
+    try:
+        return importlib.metadata.version("keras").startswith("2.")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 pytestmark = [pytest.mark.end_to_end, pytest.mark.skipif(
-    any(importlib.util.find_spec(name) is None for name in ("tensorflow", "tf_keras", "sklearn")),
-    reason="needs the training extra (tensorflow-cpu, tf-keras, scikit-learn)",
+    importlib.util.find_spec("tensorflow") is None or not keras_2_installed(),
+    reason="needs TensorFlow with Keras 2 (the training extra: tensorflow-cpu and tf-keras)",
 )]
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-# Held-out accuracy on the 450 held-out digits must reach these bars. Measured values lie
-# between 0.95 and 0.98 (see each test); the bars leave room for run-to-run variation.
+# Held-out accuracy on the 450 held-out digits (the scripts generate them) must reach these
+# bars. Measured values, with TensorFlow 2.15 (the examples' image) and 2.21 (the training
+# extra) alike, lie between 0.98 and 1.0 (0.94 after the three short epochs of the SIGTERM test;
+# see each test); the bars leave room for run-to-run variation.
 MNIST_ACCURACY_BAR = 0.90
 PARAMETER_SERVER_ACCURACY_BAR = 0.85
 TF_SPAWNER_ACCURACY_BAR = 0.90
@@ -66,7 +81,6 @@ def pod_env(job: str, cluster: dict[str, list[str]], role: str, index: int) -> d
     tf_config = {"cluster": cluster, "task": {"type": role, "index": index}, "environment": "cloud"}
     workers = len(cluster.get("worker", []))
     env.update(
-        TF_USE_LEGACY_KERAS="1",
         TF_CPP_MIN_LOG_LEVEL="2",
         PYTHONUNBUFFERED="1",
         HOSTNAME=f"{job}-{role}-{index}",
@@ -236,7 +250,7 @@ def check_mnist_results(shared: Path) -> list[dict[str, Any]]:
 
 
 def test_mnist_two_workers_train_one_model(workdir: Path, local_cluster: LocalCluster) -> None:
-    # Measured: held-out accuracy 0.973, final training loss 0.098, on both workers.
+    # Measured: held-out accuracy 0.993, final training loss 0.048, on both workers.
     shared = workdir / "shared"
     add_mnist_workers(local_cluster, shared)
     local_cluster.start()
@@ -341,7 +355,7 @@ def test_mnist_survives_a_frozen_worker(workdir: Path, local_cluster: LocalClust
 def test_parameter_server_chief_trains_and_evaluator_reports(
     workdir: Path, local_cluster: LocalCluster
 ) -> None:
-    # Measured: the evaluator's held-out accuracy on the final checkpoint is 0.95-0.96.
+    # Measured: the evaluator's held-out accuracy on the final checkpoint is 0.987-0.991.
     shared = workdir / "shared"
     cluster = make_cluster(chief=1, worker=2, ps=1, evaluator=1)
     for role, hosts in cluster.items():
@@ -372,7 +386,7 @@ def test_parameter_server_chief_trains_and_evaluator_reports(
 def test_tf_spawner_shards_by_worker_number_and_hides_credentials(
     workdir: Path, local_cluster: LocalCluster
 ) -> None:
-    # Measured: held-out accuracy 0.96 on both workers.
+    # Measured: held-out accuracy 0.987 on both workers.
     shared = workdir / "shared"
     cluster = make_cluster(worker=2)
     for index in range(2):
@@ -413,13 +427,12 @@ def test_tf_spawner_shards_by_worker_number_and_hides_credentials(
 def test_tensorflow1_workers_finish_and_evaluator_reports(
     workdir: Path, local_cluster: LocalCluster
 ) -> None:
-    # Measured: the evaluator's held-out accuracy at the last step is about 0.975.
+    # Measured: the evaluator's held-out accuracy at the last step is 0.996-0.998.
     shared = workdir / "shared"
     cluster = make_cluster(worker=2, ps=1, evaluator=1)
     for role, hosts in cluster.items():
         for index in range(len(hosts)):
             env = pod_env("tensorflow1", cluster, role, index)
-            env.pop("TF_USE_LEGACY_KERAS")
             scratch = workdir / f"scratch-{role}-{index}"
             local_cluster.add(
                 f"{role}-{index}",

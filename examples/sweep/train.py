@@ -14,14 +14,22 @@ the launcher records as the trial's result.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# tf.keras must be Keras 2. In the image (tensorflow/tensorflow:2.15.0) it is TensorFlow's own
+# Keras; TensorFlow 2.16 and later bring Keras 3 and take Keras 2 from the tf-keras package when
+# TF_USE_LEGACY_KERAS=1. Set without tf-keras installed, that variable breaks `tf.keras`.
+if importlib.util.find_spec("tf_keras") is not None:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+else:
+    os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 import numpy as np
 import tensorflow as tf
-import tf_keras as keras
+
+keras = tf.keras
 
 SEED = 1234
 SIZE = 32

@@ -4,9 +4,15 @@ TF_CONFIG comes from tfcompile's manifests; with one pod there is none and this 
 """
 
 import argparse
+import importlib.util
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# tf.keras must be Keras 2: TensorFlow 2.15's own, or from TensorFlow 2.16 on the tf-keras
+# package, which TF_USE_LEGACY_KERAS=1 selects (set without tf-keras, it breaks tf.keras).
+if importlib.util.find_spec("tf_keras") is not None:
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+else:
+    os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 import numpy as np
 import tensorflow as tf
