@@ -45,7 +45,7 @@ def _build(arguments: argparse.Namespace) -> int:
         from tfcompile.spec.loading import display_path
 
         shown = ", ".join(display_path(path) for path in outcome.inputs)
-        print(f"tfcompile: no file with kind: TrainingJob found in {shown}; nothing to build "
+        print(f"tfcompile: no job spec (kind: TrainingJob) found in {shown}; nothing to build "
               f"and nothing to prune in {settings.output}", file=sys.stderr)
         return EXIT_OK
     if outcome.result is Result.REFUSED:
@@ -59,11 +59,18 @@ def _build(arguments: argparse.Namespace) -> int:
     if outcome.result is Result.STALE:
         sys.stdout.write(outcome.difference)
         _report_prunes(outcome.prunes, "would prune")
-        print(
-            f"tfcompile: {settings.output} is stale ({outcome.changed_files} files differ); "
-            "run `tfcompile build` and commit the result",
-            file=sys.stderr,
-        )
+        if outcome.difference:
+            print(
+                f"tfcompile: {settings.output} is stale ({outcome.changed_files} files differ); "
+                "run `tfcompile build` and commit the result",
+                file=sys.stderr,
+            )
+        for entry in outcome.foreign:
+            print(f"tfcompile: {entry}", file=sys.stderr)
+        if outcome.foreign:
+            print(f"tfcompile: {settings.output} holds {len(outcome.foreign)} file(s) or "
+                  "folder(s) tfcompile did not write; the tree Argo CD and Flux sync holds only "
+                  "what tfcompile writes: move them out of it", file=sys.stderr)
         return EXIT_FAILED
     _report_prunes(outcome.prunes, "pruned")
     print(
@@ -268,7 +275,8 @@ def parser() -> argparse.ArgumentParser:
         "build", help="compile job specs into output/<job>/ (a kustomization per job)"
     )
     build.add_argument("paths", nargs="*", metavar="PATH",
-                       help="job files, or directories searched for kind: TrainingJob "
+                       help="job files, or directories searched for job specs (YAML files "
+                            "with tfcompile's apiVersion or a kind at or near TrainingJob) "
                             "(default: the current directory)")
     build.add_argument("-o", "--output", default="output",
                        help="output directory (default: output)")
@@ -276,7 +284,8 @@ def parser() -> argparse.ArgumentParser:
                        help="directory of Kustomize Components named by `overlays:` "
                             "(default: overlays)")
     build.add_argument("--check", action="store_true",
-                       help="write nothing; print a diff and exit 1 when the output is stale")
+                       help="write nothing; print a diff and exit 1 when the output is stale "
+                            "or holds what tfcompile did not write")
     build.add_argument("--allow-recreate", action="store_true",
                        help="write even when a StatefulSet's immutable fields change (after "
                             "you deleted it in the cluster)")

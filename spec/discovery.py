@@ -2,6 +2,18 @@
 
 Apart from `loading.py`, so that a build whose output is already current can find the job
 files without loading the YAML parser or the spec models.
+
+A directory is searched for every YAML file that looks like it was meant to be a job spec, not
+only for the ones that are: a job file with a typo in its `kind`, or its kind quoted or followed
+by a comment, must fail the build (it is loaded, and refused with its error), never be passed
+over as if it were gone, which would prune its job. So a file is taken when a line of its first
+64 KiB (comment lines aside) says
+- `apiVersion:` with tfcompile's API group (`tfcompile.dev/…`, or any group naming tfcompile), or
+- `kind: TrainingJob`, quoted or not, with a comment or a tag after it or not, or
+- a `kind:` close to it (one holding both "train" and "job" in any case and spelling, such as
+  `TrainJob` or `training-job`, or within two letters of `TrainingJob`), in a file with no
+  `apiVersion:` of another API group (a Kubeflow `TrainJob` manifest is not taken).
+The build adds the files the output tree names as the sources of its jobs (`also`).
 """
 
 from __future__ import annotations
@@ -13,28 +25,84 @@ from pathlib import Path
 
 KIND = "TrainingJob"
 YAML_SUFFIXES = (".yaml", ".yml")
+HEAD_BYTES = 65536
+API_GROUP_WORD = "tfcompile"
+
+
+def _scalar(text: str) -> str:
+    """A one-line YAML scalar as written after a key: without its tag, quotes or comment."""
+    value = text.strip()
+    while value.startswith("!"):  # a tag: `!!str TrainingJob`
+        value = value.partition(" ")[2].lstrip()
+    if value[:1] in ("'", '"'):
+        end = value.find(value[0], 1)
+        return value[1:end] if end > 0 else value[1:]
+    return value.split(" #", 1)[0].strip()
+
+
+def _distance(first: str, second: str) -> int:
+    """How many letters to insert, delete or change to make one text the other."""
+    previous = list(range(len(second) + 1))
+    for index, letter in enumerate(first, 1):
+        current = [index]
+        for other_index, other in enumerate(second, 1):
+            current.append(min(previous[other_index] + 1, current[other_index - 1] + 1,
+                               previous[other_index - 1] + (letter != other)))
+        previous = current
+    return previous[-1]
+
+
+def close_to_kind(kind: str) -> bool:
+    """Whether a `kind` looks like a misspelt `TrainingJob`."""
+    letters = "".join(character for character in kind.lower() if character.isalnum())
+    return ("train" in letters and "job" in letters) or _distance(letters, KIND.lower()) <= 2
+
+
+def names_tfcompile(api_version: str) -> bool:
+    """Whether an `apiVersion` names tfcompile's API group (`tfcompile.dev/v1alpha1`)."""
+    return API_GROUP_WORD in api_version.split("/", 1)[0].lower()
+
+
+def looks_like_job_text(head: str) -> bool:
+    """Whether the start of a YAML file looks like it was meant to be a job spec (see the
+    module's docstring)."""
+    api_versions: list[str] = []
+    kinds: list[str] = []
+    for line in head.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or ":" not in stripped:
+            continue
+        key, _, value = stripped.partition(":")
+        key = key.strip().strip("'\"")
+        if key == "apiVersion":
+            api_versions.append(_scalar(value))
+        elif key == "kind":
+            kinds.append(_scalar(value))
+    if KIND in kinds or any(names_tfcompile(version) for version in api_versions):
+        return True
+    return not api_versions and any(close_to_kind(kind) for kind in kinds)
 
 
 def is_job_file(path: Path) -> bool:
-    """Whether a YAML file holds a TrainingJob (a cheap look, without parsing)."""
+    """Whether a YAML file looks like a job spec (a cheap look at its start, without
+    parsing): the build then loads it, and a file that does not load fails the build."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         with os.fdopen(descriptor, "rb") as handle:
-            head = handle.read(65536).decode("utf-8", errors="replace")
+            head = handle.read(HEAD_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return any(
-        line.split(":", 1)[0].strip() == "kind" and line.split(":", 1)[1].strip() == KIND
-        for line in head.splitlines()
-        if ":" in line
-    )
+    return looks_like_job_text(head)
 
 
-def discover(paths: Iterable[Path]) -> Iterator[Path]:
-    """Job files among `paths`: files as given, directories searched for `kind: TrainingJob`;
-    paths that do not exist are left to the caller to report."""
+def discover(paths: Iterable[Path], also: Iterable[Path] = ()) -> Iterator[Path]:
+    """Job files among `paths`: files as given, directories searched for files that look like
+    job specs (`is_job_file`); then each file of `also` (specs the output tree names as its
+    jobs' sources) not found already. Paths that do not exist are left to the caller to
+    report."""
+    found: set[str] = set()
     for path in paths:
         if path.is_dir():
             for root, directories, files in os.walk(path):
@@ -42,6 +110,13 @@ def discover(paths: Iterable[Path]) -> Iterator[Path]:
                 for name in sorted(files):
                     candidate = Path(root) / name
                     if name.endswith(YAML_SUFFIXES) and is_job_file(candidate):
+                        found.add(os.path.realpath(candidate))
                         yield candidate
         elif path.exists():
+            found.add(os.path.realpath(path))
+            yield path
+    for path in also:
+        real = os.path.realpath(path)
+        if real not in found and os.path.isfile(path):
+            found.add(real)
             yield path

@@ -22,6 +22,7 @@ from .pod_template import (
     schema_problems,
 )
 from .problems import FieldPath, Problem
+from .volume_references import volume_name_problems
 
 SHIPPED_WITHOUT_INTERNAL = {"gpu"}
 """Components that cannot make a load balancer internal."""
@@ -53,6 +54,7 @@ def check_kubernetes_fields(
         if not found:
             yield from owned_field_problems(path, fragment, reserved_environment,
                                             RESERVED_VOLUMES, reserved_mount_path)
+            yield from _volume_reference_problems(path, fragment)
     if spec.tensorboard is not None and spec.tensorboard.pod_template is not None:
         path = ("spec", "tensorboard", "podTemplate")
         found = list(schema_problems(path, spec.tensorboard.pod_template))
@@ -61,10 +63,21 @@ def check_kubernetes_fields(
             yield from owned_field_problems(path, spec.tensorboard.pod_template, (),
                                             TENSORBOARD_VOLUMES, reserved_mount_path,
                                             TENSORBOARD_CONTAINER)
+            yield from _volume_reference_problems(path, spec.tensorboard.pod_template)
     yield from _check_root(job)
     yield from _check_scheduling(spec)
     yield from _check_network_policy(spec)
     yield from _check_tensorboard_exposure(spec)
+
+
+def _volume_reference_problems(path: FieldPath,
+                               fragment: dict[str, Any]) -> Iterator[Problem]:
+    """A claim, ConfigMap, Secret or other object a volume names is named, never a path (see
+    `volume_references`): `run-local` makes a directory per claim name."""
+    spec = mapping(fragment.get("spec"))
+    for index, volume in mappings(spec.get("volumes")):
+        for problem in volume_name_problems(volume):
+            yield Problem((*path, "spec", "volumes", index, *problem.path), problem.message)
 
 
 def _contexts(path: FieldPath, fragment: dict[str, Any] | None) -> Iterator[

@@ -57,9 +57,10 @@ def full_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     def counted(settings: build.BuildSettings,
                 reusable: Mapping[Path, build_record.Reusable] | None = None,
-                output: str | None = None) -> build.Compilation:
+                output: str | None = None,
+                recorded: Mapping[str, Path] | None = None) -> build.Compilation:
         calls.append(len(reusable or {}))
-        return compile_inputs(settings, reusable, output)
+        return compile_inputs(settings, reusable, output, recorded)
 
     monkeypatch.setattr(build, "compile_inputs", counted)
     return calls

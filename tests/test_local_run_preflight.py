@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tfcompile.compiler.local_run import LocalRunOptions, preflight, run_pods, volumes
+from tfcompile.compiler.local_run.user_namespace import IdRange
 from tfcompile.compiler.rendering.pods import (
     Container,
     EnvironmentReference,
@@ -132,3 +134,104 @@ def test_projected_files_follow_items_and_modes() -> None:
     assert (files, problems) == ([volumes.ProjectedFile("t", "v", 0o644)], [])
     optional = Volume("o", "configMap", {"name": "absent", "optional": True})
     assert volumes.projected_files(optional, {}, {}) == ([], [])
+
+
+NAMED_BY_PATH = [
+    Volume("data", "persistentVolumeClaim", {"claimName": "../../etc"}),
+    Volume("root", "persistentVolumeClaim", {"claimName": "/root"}),
+    Volume("none", "persistentVolumeClaim", {}),
+    Volume("settings", "configMap", {"name": "a/b"}),
+    Volume("token", "secret", {"secretName": ".."}),
+    Volume("both", "projected", {"sources": [{"configMap": {"name": "ok"}},
+                                             {"secret": {"name": "Upper"}}]}),
+    Volume("driver", "csi", {"driver": "x", "nodePublishSecretRef": {"name": "x" * 254}}),
+]
+
+
+def test_a_volume_naming_an_object_by_anything_but_a_name_refuses_the_run(
+        as_root: None, tmp_path: Path) -> None:
+    """A claim's directory is `<claims>/<claimName>`: a name that is a path would make run-local
+    change the owner and mode of a host directory and mount it into the pod."""
+    rule = ("a DNS subdomain: lowercase letters, digits, '-' and '.', starting and ending with "
+            "a letter or digit, at most 253 characters")
+    errors = io.StringIO()
+    outcome = run_pods([pod("j-worker-0", [container()], [STATE, *NAMED_BY_PATH])],
+                       LocalRunOptions(errors=errors, temporary_directory=tmp_path))
+    assert outcome.exit_code == 2
+    assert [problem for problem in outcome.problems if "volume" in problem] == [
+        f"pod j-worker-0: volume data: persistentVolumeClaim.claimName: must be the name of a "
+        f"PersistentVolumeClaim, {rule} (a name, never a path)",
+        f"pod j-worker-0: volume root: persistentVolumeClaim.claimName: must be the name of a "
+        f"PersistentVolumeClaim, {rule} (a name, never a path)",
+        f"pod j-worker-0: volume none: persistentVolumeClaim.claimName: the "
+        f"PersistentVolumeClaim's name is required: {rule}",
+        f"pod j-worker-0: volume settings: configMap.name: must be the name of a ConfigMap, "
+        f"{rule} (a name, never a path)",
+        f"pod j-worker-0: volume token: secret.secretName: must be the name of a Secret, "
+        f"{rule} (a name, never a path)",
+        f"pod j-worker-0: volume both: projected.sources[1].secret.name: must be the name of a "
+        f"Secret, {rule} (a name, never a path)",
+        f"pod j-worker-0: volume driver: csi.nodePublishSecretRef.name: must be the name of a "
+        f"Secret, {rule} (a name, never a path)",
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kept_claim_directory_that_is_a_link_refuses_the_run(
+        as_root: None, tmp_path: Path) -> None:
+    claims = tmp_path / "claims"
+    claims.mkdir()
+    os.symlink("/etc", claims / "data")
+    (claims / "file").write_text("")
+    pods = [pod("j-worker-0", [container()],
+                [STATE, Volume("data", "persistentVolumeClaim", {"claimName": "data"}),
+                 Volume("file", "persistentVolumeClaim", {"claimName": "file"})])]
+    problems = preflight.find_problems(pods, LocalRunOptions(claims_directory=claims))
+    assert problems == [
+        f"pod j-worker-0: volume data: the claim's directory {claims / 'data'} is a symbolic "
+        "link; run-local follows no link in the claims directory: make it a directory of its "
+        "own",
+        f"pod j-worker-0: volume file: the claim's directory {claims / 'file'} is not a "
+        "directory; run-local follows no link in the claims directory: make it a directory of "
+        "its own",
+    ]
+
+
+def _modes(path: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.lstat().st_mode, p.lstat().st_gid) for p in [path, *path.rglob("*")]}
+
+
+def test_volumes_change_owners_and_modes_only_inside_their_own_directories(
+        tmp_path: Path) -> None:
+    """A kept claim shared with the pod's fsGroup: whatever a pod left there (a link to a host
+    directory or file) is not followed; a name that is a path or a claim directory that is a
+    link is refused again when the volumes are made (should preflight have been skipped)."""
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    (outside / "private").write_text("root's")
+    (outside / "private").chmod(0o600)
+    claims = tmp_path / "claims"
+    kept = claims / "data"
+    kept.mkdir(parents=True)
+    (kept / "written").write_text("by the pod")
+    (kept / "written").chmod(0o600)
+    os.symlink(outside, kept / "to-a-directory")
+    os.symlink(outside / "private", kept / "to-a-file")
+    before = _modes(outside)
+    ids = IdRange(os.getgid(), 1)  # the pod's fsGroup 0 is this process's group
+    shared = pod("j-worker-0", [container()],
+                 [Volume("data", "persistentVolumeClaim", {"claimName": "data"})])
+    shared = dataclasses.replace(shared, spec={"securityContext": {"fsGroup": 0}})
+    volumes.prepare_pod_volumes(shared, tmp_path / "volumes", claims, {}, {}, ids)
+    assert (kept / "written").stat().st_mode & 0o7777 == 0o660
+    assert kept.stat().st_mode & 0o2070 == 0o2070
+    assert _modes(outside) == before
+    for claim_name in ("../outside", str(outside), "link"):
+        if claim_name == "link":
+            os.symlink(outside, claims / "link")
+        named = pod("j-worker-0", [container()],
+                    [Volume("data", "persistentVolumeClaim", {"claimName": claim_name})])
+        named = dataclasses.replace(named, spec={"securityContext": {"fsGroup": 0}})
+        with pytest.raises(OSError):
+            volumes.prepare_pod_volumes(named, tmp_path / "volumes", claims, {}, {}, ids)
+    assert _modes(outside) == before

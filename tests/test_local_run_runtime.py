@@ -315,6 +315,49 @@ def test_volumes_appear_at_their_paths_without_touching_the_host(
     assert not os.path.exists(f"/usr/local/written-by-pod-{token}")
 
 
+LINKING = """
+    import os, sys, time  # {token}
+    count_file = "/opt/tfcompile/state/starts"
+    starts = int(open(count_file).read()) + 1 if os.path.exists(count_file) else 1
+    open(count_file, "w").write(str(starts))
+    print("start", starts, "sees", sorted(os.listdir("/data")), flush=True)
+    if starts == 1:
+        os.rmdir("/work/sub")
+        os.symlink({host!r}, "/work/sub")
+        sys.exit(3)
+    {write_marker}
+    time.sleep(3600)
+"""
+
+
+def test_a_sub_path_the_pod_replaced_with_a_link_is_not_followed_after_a_restart(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, token: str,
+        unchanged_host: None) -> None:
+    """The helper that starts a container acts as the host's root: a subPath is resolved again
+    at every start, and a folder the pod replaced with a link to a host directory stops the
+    container from starting instead of mounting that directory into it."""
+    host = tmp_path_factory.mktemp("host-directory")
+    host.chmod(0o755)  # any user may look in: followed, the pod would list it
+    (host / "secret").write_text("host's")
+    before = {p.name: p.stat() for p in [host, *host.iterdir()]}
+    work = Volume("work", "emptyDir", {})
+    mounts = [STATE_MOUNT, VolumeMount("work", "/work", False, None),
+              VolumeMount("work", "/data", False, "sub")]
+    code = LINKING.format(token=token, host=str(host), write_marker=WRITE_MARKER)
+    pods = [make_pod("job-worker-0", "job-worker", [python_container(code, mounts=mounts)],
+                     volumes=[work])]
+    output = io.StringIO()
+    outcome = run_pods(pods, options(tmp_path, output, success_pods=["job-worker-0"],
+                                     restart_limit=1))
+    assert outcome.exit_code == 1, output.getvalue()
+    assert lines_of(output, "job-worker-0")[0] == "start 1 sees []"
+    assert not [line for line in lines_of(output, "job-worker-0") if "start 2" in line]
+    assert ("cannot prepare the container's filesystem: [Errno 40] subPath 'sub': sub is a "
+            "symbolic link; a subPath is never followed through a link (the pod may have "
+            "made it)") in output.getvalue()
+    assert {p.name: p.stat() for p in [host, *host.iterdir()]} == before
+
+
 RESTARTING = """
     import os, sys, time  # {token}
     count_file = "/opt/tfcompile/state/starts"

@@ -243,17 +243,218 @@ def test_a_renamed_job_prunes_the_old_name_because_its_spec_no_longer_defines_it
     assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b2"]
 
 
-def test_a_spec_that_cannot_be_read_keeps_its_job_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+NOT_A_JOB_ANY_MORE = {
+    "another kind": ("kind: TrainingJob", "kind: TrainJob", "2:7: kind: must be 'TrainingJob'"),
+    "a kind quoted and commented": ("kind: TrainingJob", 'kind: "TrainingJobs"  # was quoted',
+                                    "2:7: kind: must be 'TrainingJob'"),
+    "a kind far from TrainingJob": ("kind: TrainingJob", "kind: Deployment",
+                                    "2:7: kind: must be 'TrainingJob'"),
+    "a YAML error": ("replicas: 2", "replicas: [2", "invalid YAML"),
+    "a broken field": ("replicas: 2", "replicas: -2", "replicas"),
+    "no apiVersion line": ("apiVersion: tfcompile.dev/v1alpha1\n", "# apiVersion\n",
+                           "apiVersion"),
+    "another object's header": ("apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob",
+                                "apiVersion: v1\nkind: ConfigMap",
+                                "2:7: kind: must be 'TrainingJob'"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(NOT_A_JOB_ANY_MORE))
+@pytest.mark.parametrize("inputs", [("jobs",), ("jobs/a",), ("jobs/b",), ("jobs/b/job.yaml",)])
+def test_a_spec_that_exists_but_does_not_load_never_prunes_its_job(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result], how: str,
+    inputs: tuple[str, ...],
 ) -> None:
+    """One letter must not delete a job (Argo CD would delete it and its claim): whichever
+    jobs are built, a spec that no longer loads as a TrainingJob fails `build` and `build
+    --check` with exit 2, naming the file, its problem and the job it keeps. (A build of other
+    jobs only loads it to decide on its job: one that still plainly names it is kept unread.)"""
     repository = _jobs_repository(tmp_path, ("a", "b"))
     monkeypatch.chdir(repository)
     assert run_cli("build", "jobs").status == 0
-    (repository / "jobs" / "b" / "job.yaml").write_text("kind: [unclosed\n")
     before = _tree(repository / "output")
+    job = repository / "jobs" / "b" / "job.yaml"
+    was, now, problem = NOT_A_JOB_ANY_MORE[how]
+    assert was in job.read_text()
+    job.write_text(job.read_text().replace(was, now, 1))
+    for check in ((), ("--check",)):
+        result = run_cli("build", *inputs, *check)
+        if (not check and inputs == ("jobs/a",)
+                and how in ("a broken field", "no apiVersion line")):
+            assert result.status == 0, result.stderr
+            assert "prune" not in result.stderr
+            assert _tree(repository / "output") == before
+            continue
+        assert result.status == 2, (check, result.stderr)
+        assert f"jobs/b/job.yaml:{problem}" in result.stderr or (
+            "jobs/b/job.yaml:" in result.stderr and problem in result.stderr), result.stderr
+        assert ("jobs/b/job.yaml:1:1: (document): job b was compiled from this file into "
+                "output/b, which is kept: a file that does not load as a TrainingJob never "
+                "prunes the job it defined; fix it, or delete the file to delete the job"
+                in result.stderr.splitlines())
+        assert "prune" not in result.stderr.replace("never prunes", "")
+        assert _tree(repository / "output") == before
+
+
+def test_a_job_goes_when_its_spec_is_gone_or_loads_and_no_longer_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a", "b", "c"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    job = repository / "jobs" / "b" / "job.yaml"
+    job.write_text(job.read_text().replace("name: b", "name: b2"))
+    (repository / "jobs" / "c" / "job.yaml").unlink()
     result = run_cli("build", "jobs/a")
     assert result.status == 0, result.stderr
-    assert _tree(repository / "output") == before
+    assert "pruned output/b (its source jobs/b/job.yaml no longer defines job b)" in result.stderr
+    assert "pruned output/c (its source jobs/c/job.yaml no longer exists)" in result.stderr
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
+
+
+def test_a_quoted_or_commented_kind_line_is_still_a_job_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """`kind: "TrainingJob"` is a TrainingJob: its job is built, and `--check` sees its output
+    go stale when it changes."""
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    for name, line in (("a", 'kind: "TrainingJob"'), ("b", "kind: TrainingJob  # ours")):
+        job = repository / "jobs" / name / "job.yaml"
+        job.write_text(job.read_text().replace("kind: TrainingJob", line, 1))
+    assert run_cli("build", "jobs").status == 0
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b"]
+    job = repository / "jobs" / "a" / "job.yaml"
+    job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
+    check = run_cli("build", "jobs", "--check")
+    assert check.status == 1
+    assert "+++ b/output/a/statefulset-a-worker.yaml" in check.stdout
+
+
+def test_check_fails_on_whatever_the_output_tree_holds_that_tfcompile_did_not_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """Argo CD and Flux sync the whole output tree: a hand-made job directory, a file beside
+    the jobs, a file a job's kustomization does not list, a link, a killed build's leftover or
+    a generated directory whose spec does not define it fail `--check`, each named. A plain
+    build keeps them (it deletes nothing it did not write) and says so."""
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    assert run_cli("build", "jobs", "--check").status == 0
+    output = repository / "output"
+    (output / "hand-made").mkdir()
+    (output / "hand-made" / "kustomization.yaml").write_text("resources: [pod.yaml]\n")
+    (output / "hand-made" / "pod.yaml").write_text("kind: Pod\nspec: {hostPID: true}\n")
+    (output / "README.md").write_text("notes\n")
+    (output / "a" / "extra.yaml").write_text("kind: Pod\n")
+    (output / "a" / "folder").mkdir()
+    os.symlink("a", output / "link")
+    (output / ".tfcompile-new-1-a").mkdir()
+    unsourced = output / "unsourced"
+    unsourced.mkdir()
+    (unsourced / "kustomization.yaml").write_text(
+        "# Generated by tfcompile\nresources: [pod.yaml]\n")
+    (unsourced / "pod.yaml").write_text("kind: Pod\nspec: {hostPID: true}\n")
+    before = _tree(output)
+    check = run_cli("build", "jobs", "--check")
+    assert check.status == 1
+    assert check.stdout == ""
+    assert [line for line in check.stderr.splitlines()
+            if line.startswith("tfcompile: output")] == [
+        "tfcompile: output/README.md: a file tfcompile did not write",
+        "tfcompile: output/a/extra.yaml: not written by tfcompile (its kustomization.yaml does "
+        "not list it)",
+        "tfcompile: output/a/folder: not written by tfcompile (its kustomization.yaml does not "
+        "list it)",
+        "tfcompile: output/hand-made: a directory tfcompile did not write (its "
+        "kustomization.yaml has no 'Generated by tfcompile' mark)",
+        "tfcompile: output/link: a symbolic link tfcompile did not write",
+        "tfcompile: output/.tfcompile-new-1-a: left by a build that was killed (tfcompile "
+        "stages under this name); `tfcompile build` removes it",
+        "tfcompile: output/unsourced: a job directory this check did not compile: its "
+        "kustomization.yaml names no spec that defines it",
+        "tfcompile: output holds 7 file(s) or folder(s) tfcompile did not write; the tree "
+        "Argo CD and Flux sync holds only what tfcompile writes: move them out of it",
+    ]
+    assert _tree(output) == before
+    result = run_cli("build", "jobs")
+    assert result.status == 0, result.stderr
+    assert ("tfcompile: note: output/hand-made: a directory tfcompile did not write (its "
+            "kustomization.yaml has no 'Generated by tfcompile' mark); kept, and `build --check` "
+            "fails on it (the tree Argo CD and Flux sync holds only what tfcompile writes)"
+            in result.stderr.splitlines())
+    assert not (output / ".tfcompile-new-1-a").exists()
+    assert _tree(output) == before
+    for entry in ("hand-made", "README.md", "a/extra.yaml", "a/folder", "link", "unsourced"):
+        path = output / entry
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    assert run_cli("build", "jobs", "--check").status == 0
+
+
+def test_check_compiles_every_job_directory_from_the_spec_it_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    """A hand edit in a generated job directory fails `--check` even when the check is asked
+    about other jobs: every job directory is compared with what its recorded spec compiles to."""
+    repository = _jobs_repository(tmp_path, ("a", "b"))
+    monkeypatch.chdir(repository)
+    assert run_cli("build", "jobs").status == 0
+    statefulset = repository / "output" / "b" / "statefulset-b-worker.yaml"
+    statefulset.write_text(statefulset.read_text().replace(
+        "      containers:\n", "      hostPID: true\n      containers:\n", 1))
+    check = run_cli("build", "jobs/a", "--check")
+    assert check.status == 1
+    assert "+++ b/output/b/statefulset-b-worker.yaml" in check.stdout
+    assert "-      hostPID: true" in check.stdout
+
+
+MEANT_AS_JOB_SPECS = {
+    "apiVersion: tfcompile.dev/v1alpha1\nkind: TrainJob\n": True,
+    "apiVersion: 'tfcompile.dev/v1'\nkind: Anything\n": True,
+    'kind: "TrainingJob"  # quoted\n': True,
+    "kind: !!str TrainingJob\n": True,
+    "kind: TrainingJob # ours\nmetadata: {name: a}\n": True,
+    "kind: TrainJob\nmetadata: {name: a}\n": True,
+    "kind: training-job\n": True,
+    "kind: TrainingJb\n": True,
+    "apiVersion: kubeflow.org/v1\nkind: TrainingJob\n": True,
+    "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\n": False,
+    "apiVersion: kubeflow.org/v1\nkind: TFJob\n": False,
+    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n": False,
+    "kind: training\n": False,
+    "# kind: TrainingJob\nkind: Dataset\n": False,
+    "name: TrainingJob\n": False,
+}
+
+
+@pytest.mark.parametrize("text", sorted(MEANT_AS_JOB_SPECS))
+def test_a_directory_is_searched_for_every_file_meant_as_a_job_spec(text: str) -> None:
+    """A misspelt, quoted or commented kind, or tfcompile's apiVersion, makes a file a job
+    spec to load (and refuse, if it does not load); a Kubeflow TrainJob is not one."""
+    from tfcompile.spec.discovery import looks_like_job_text
+
+    assert looks_like_job_text(text) is MEANT_AS_JOB_SPECS[text]
+
+
+def test_a_new_file_with_a_misspelt_kind_fails_the_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]
+) -> None:
+    repository = _jobs_repository(tmp_path, ("a",))
+    monkeypatch.chdir(repository)
+    (repository / "jobs" / "b").mkdir()
+    (repository / "jobs" / "b" / "job.yml").write_text(
+        MINIMAL_JOB.replace("name: demo", "name: b").replace(
+            "apiVersion: tfcompile.dev/v1alpha1\nkind: TrainingJob",
+            "kind: TrainJob"))
+    for check in ((), ("--check",)):
+        result = run_cli("build", "jobs", *check)
+        assert result.status == 2, result.stderr
+        assert "jobs/b/job.yml:1:7: kind: must be 'TrainingJob'" in result.stderr
+        assert not (repository / "output").exists()
 
 
 def test_removing_the_last_job_removes_its_directory_and_says_so(
@@ -462,4 +663,7 @@ def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_st
         "NOTES.md", "configmap-a-state.yaml", "kustomization.yaml", "role-a-launcher.yaml",
         "rolebinding-a-launcher.yaml", "service-a-worker.yaml", "serviceaccount-a-launcher.yaml",
         "statefulset-a-worker.yaml"]
-    assert run_cli("build", "jobs", "--check").status == 0
+    check = run_cli("build", "jobs", "--check")
+    assert check.status == 1
+    assert check.stdout == ""
+    assert "output/a/NOTES.md: not written by tfcompile" in check.stderr

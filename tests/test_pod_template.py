@@ -326,6 +326,104 @@ def test_owned_fields_of_a_valid_template_name_the_field_to_use(
                    for line in result.stderr.splitlines()), (field, result.stderr)
 
 
+NAMED_BY_PATH = """\
+    storage:
+      shared: {mountPath: /mnt/shared, size: 1Gi}
+    podTemplate:
+      spec:
+        volumes:
+        - name: outside
+          persistentVolumeClaim: {claimName: ../../root}
+        - name: settings
+          configMap: {name: /etc}
+        - name: token
+          secret: {secretName: Token}
+        - name: both
+          projected:
+            sources:
+            - configMap: {name: fine}
+            - secret: {name: "a/b"}
+        - name: driver
+          csi: {driver: files.csi.example.com, nodePublishSecretRef: {name: ..}}
+        - name: fine
+          persistentVolumeClaim: {claimName: datasets.v2}
+    tensorboard:
+      logDir: /mnt/shared/logs
+      podTemplate:
+        spec:
+          volumes:
+          - {name: extra, configMap: {}}
+    """
+
+CLAIMS_NAMED_BY_PATH = """\
+    storage:
+      shared: {mountPath: /mnt/shared, existingClaim: ../checkpoints}
+      volumes:
+      - {name: data, claimName: /srv/data, mountPath: /data, readOnly: true}
+    """
+
+NAME_RULE = ("a DNS subdomain: lowercase letters, digits, '-' and '.', starting and ending with "
+             "a letter or digit, at most 253 characters")
+
+
+def _located(result: Result, path: Path, field: str, message: str, value: str) -> None:
+    """`result` reports `field: message` at the line and column of `value` in `path`."""
+    text = path.read_text().splitlines()
+    line = next(index for index, content in enumerate(text, 1) if value in content)
+    expected = f"jobs/{path.name}:{line}:{text[line - 1].index(value) + 1}: {field}: {message}"
+    assert expected in result.stderr.splitlines(), (expected, result.stderr)
+
+
+def test_a_claim_config_map_or_secret_a_volume_names_is_a_name_never_a_path(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`run-local` makes a directory per claim name, and Kubernetes names these objects with a
+    DNS subdomain: anything else, in a volume of any pod template, is refused, located."""
+    monkeypatch.chdir(tmp_path)
+    path = write_job(job(NAMED_BY_PATH, worker=f"""\
+        podTemplate:
+          spec:
+            volumes: [{{name: cache, persistentVolumeClaim: {{claimName: {"x" * 254}}}}}]
+        """))
+    result = run_cli("build", "jobs", "-o", "out")
+    assert result.status == 2, result.stderr
+
+    def object_name(kind: str) -> str:
+        return f"must be the name of a {kind}, {NAME_RULE} (a name, never a path)"
+
+    volumes = "spec.podTemplate.spec.volumes"
+    for field, kind, value in [
+        (f"{volumes}[0].persistentVolumeClaim.claimName", "PersistentVolumeClaim", "../../root"),
+        (f"{volumes}[1].configMap.name", "ConfigMap", "/etc"),
+        (f"{volumes}[2].secret.secretName", "Secret", "Token"),
+        (f"{volumes}[3].projected.sources[1].secret.name", "Secret", '"a/b"'),
+        (f"{volumes}[4].csi.nodePublishSecretRef.name", "Secret", "..}"),
+        ("spec.roles.worker.podTemplate.spec.volumes[0].persistentVolumeClaim.claimName",
+         "PersistentVolumeClaim", "x" * 254),
+    ]:
+        _located(result, path, field, object_name(kind), value)
+    _located(result, path, "spec.tensorboard.podTemplate.spec.volumes[0].configMap.name",
+             f"the ConfigMap's name is required: {NAME_RULE}", "configMap: {}")
+    assert "tfcompile: 7 problems found; nothing was written" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_claims_of_storage_are_names_never_paths(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write_job(job(CLAIMS_NAMED_BY_PATH))
+    result = run_cli("build", "jobs", "-o", "out")
+    assert result.status == 2, result.stderr
+    kubernetes_name = ("must be a Kubernetes object name: lowercase letters, digits, '-' and '.', "
+                       "starting and ending with a letter or digit")
+    _located(result, path, "spec.storage.shared.existingClaim", kubernetes_name, "../checkpoints")
+    _located(result, path, "spec.storage.volumes[0].claimName", kubernetes_name, "/srv/data")
+    assert "tfcompile: 2 problems found; nothing was written" in result.stderr
+
+
 def test_the_editor_schema_checks_pod_templates() -> None:
     schema = json.loads(schema_text())
     validator = jsonschema.Draft202012Validator(schema)

@@ -75,7 +75,7 @@ def test_no_job_found_is_said_and_is_not_an_error_when_nothing_is_to_prune(
     (tmp_path / "empty").mkdir()
     result = run_cli("build", str(tmp_path / "empty"), "-o", str(tmp_path / "out"))
     assert result.status == 0
-    assert "no file with kind: TrainingJob found" in result.stderr
+    assert "no job spec (kind: TrainingJob) found" in result.stderr
     assert "nothing to build and nothing to prune" in result.stderr
     assert not (tmp_path / "out").exists()
     result = run_cli("build", str(tmp_path / "mistyped"), "-o", str(tmp_path / "out"))

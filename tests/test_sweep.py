@@ -72,6 +72,25 @@ def test_adding_a_value_renames_no_trial_and_removing_one_prunes_its_trials(
     assert all(not (tmp_path / "output" / name).exists() for name in gone)
 
 
+def test_building_another_job_keeps_every_trial_of_a_sweep(
+        run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep's spec defines its trials (by their names), not a job named as the spec: a
+    build of other jobs loads it to judge its trials' directories, and keeps them all."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "jobs" / "grid").mkdir(parents=True)
+    (tmp_path / "jobs" / "grid" / "job.yaml").write_text(sweep_job())
+    (tmp_path / "jobs" / "other").mkdir()
+    (tmp_path / "jobs" / "other" / "job.yaml").write_text(job_text("other"))
+    assert run_cli("build", "jobs").status == 0
+    before = sorted(path.name for path in (tmp_path / "output").iterdir())
+    assert len(before) == 7
+    result = run_cli("build", "jobs/other")
+    assert result.status == 0, result.stderr
+    assert "prune" not in result.stderr
+    assert sorted(path.name for path in (tmp_path / "output").iterdir()) == before
+    assert run_cli("build", "jobs/other", "--check").status == 0
+
+
 def test_a_trial_sees_its_values_before_the_jobs_own_variables(
         run_cli: Callable[..., Result], tmp_path: Path) -> None:
     text = sweep_job(spec_lines='env: {A_FLAG: "--lr=$(LEARNING_RATE)"}\n')

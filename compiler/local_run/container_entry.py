@@ -26,9 +26,10 @@ whole process group, which reaches the container's processes directly. Like any 
 process 1, the command only sees SIGTERM if it handles it; SIGKILL always works.
 
 START_FILE is JSON: runner_process, network_namespace, uts_namespace, user_namespace (inherited
-descriptors), staging_directory, mounts [{source, target, read_only}], working_directory,
-arguments, environment, user, group, groups (IDs inside the user namespace), no_new_privileges,
-traversable (paths whose directories the container's user must be able to enter).
+descriptors), staging_directory, mounts [{source, target, read_only, sub_path, create}],
+working_directory, arguments, environment, user, group, groups (IDs inside the user namespace),
+no_new_privileges, traversable (paths whose directories the container's user must be able to
+enter).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def _exit_code(status: int) -> int:
 def _become_container(start: dict[str, Any]) -> NoReturn:
     try:
         arguments: list[str] = start["arguments"]
-        mounts = [MountRequest(m["source"], m["target"], m["read_only"]) for m in start["mounts"]]
+        mounts = [MountRequest(m["source"], m["target"], m["read_only"], m.get("sub_path", ""),
+                               m.get("create", False)) for m in start["mounts"]]
         for number in _STOP_SIGNALS:
             signal.signal(number, signal.SIG_DFL)
         try:

@@ -14,6 +14,13 @@ nearest existing directory, its upper and work directories on the tmpfs. Nothing
 or mounted in the host's own mount namespace: when the container's processes end, the namespace
 and every mount in it disappear.
 
+A volume's `subPath` is resolved at every start, one component at a time from a descriptor of
+the volume's directory, never following a link (`open_beneath`): since the last start the pod
+may have replaced a folder of its volume with a link to anywhere on this machine, and the
+helper still acts as the host's root. Such a link stops the container from starting (as the
+kubelet refuses one); what is mounted is the file the descriptor holds, not a path looked up
+again.
+
 Only the standard library is used; this runs in the small helper that becomes the container.
 """
 
@@ -23,6 +30,7 @@ import errno
 import os
 import posixpath
 import re
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -36,11 +44,73 @@ _PRIVATE_DIRECTORY_MOUNT_FLAGS = linux.MS_NOSUID | linux.MS_NODEV
 
 @dataclass(frozen=True)
 class MountRequest:
-    """A host file or directory to appear at `target` inside the container."""
+    """A host file or directory to appear at `target` inside the container: `source` (a path
+    the runner made or chose), or with `sub_path` the file or folder that relative path names
+    under it, reached without following a link; `create`: missing folders of `sub_path` are
+    made (an emptyDir's or a claim's)."""
 
     source: str
     target: str
     read_only: bool
+    sub_path: str = ""
+    create: bool = False
+
+
+def open_beneath(source: str, sub_path: str, create: bool) -> int:
+    """An `O_PATH` descriptor of `sub_path` under the directory `source`, every component
+    opened relative to the one before with `O_NOFOLLOW`: a link, `..` or an absolute path
+    raises OSError naming it. With `create`, missing folders are made with the owner, group and
+    mode of `source` (as the kubelet makes a missing subPath with its volume's mode)."""
+    flags = os.O_PATH | os.O_CLOEXEC
+    current = os.open(source, flags)
+    try:
+        if not sub_path:
+            return current
+        if sub_path.startswith("/"):
+            raise OSError(errno.EINVAL, f"subPath {sub_path!r} is absolute")
+        base = os.fstat(current)
+        parts = [part for part in sub_path.split("/") if part not in ("", ".")]
+        for index, part in enumerate(parts):
+            if part == "..":
+                raise OSError(errno.EINVAL, f"subPath {sub_path!r} holds '..'")
+            try:
+                child = os.open(part, flags | os.O_NOFOLLOW, dir_fd=current)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                child = _make_folder(current, part, base)
+            os.close(current)
+            current = child
+            status = os.fstat(current)
+            if stat.S_ISLNK(status.st_mode):
+                raise OSError(errno.ELOOP, f"subPath {sub_path!r}: "
+                              f"{'/'.join(parts[:index + 1])} is a symbolic link; a subPath "
+                              "is never followed through a link (the pod may have made it)")
+            if index < len(parts) - 1 and not stat.S_ISDIR(status.st_mode):
+                raise OSError(errno.ENOTDIR, f"subPath {sub_path!r}: "
+                              f"{'/'.join(parts[:index + 1])} is not a directory")
+        return current
+    except BaseException:
+        os.close(current)
+        raise
+
+
+def _make_folder(parent: int, name: str, base: os.stat_result) -> int:
+    """Make the folder `name` in `parent` like `base` (owner, group, mode); its `O_PATH`
+    descriptor."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent)
+    except FileExistsError:
+        pass  # made meanwhile: judged like any other component
+    else:
+        folder = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=parent)
+        try:
+            os.fchown(folder, base.st_uid, base.st_gid)
+            os.fchmod(folder, stat.S_IMODE(base.st_mode))
+        finally:
+            os.close(folder)
+    return os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
 
 
 def _is_within(path: str, directory: str) -> bool:
@@ -200,9 +270,15 @@ class ContainerFilesystem:
         return path
 
     def bind(self, request: MountRequest) -> None:
-        """Bind a volume's host directory (or file) at its path in the container."""
-        target = self.ensure(request.target, directory=os.path.isdir(request.source))
-        linux.mount(request.source, target, None, linux.MS_BIND)
+        """Bind a volume's host directory (or file, or what its subPath names) at its path in
+        the container."""
+        descriptor = open_beneath(request.source, request.sub_path, request.create)
+        try:
+            directory = stat.S_ISDIR(os.fstat(descriptor).st_mode)
+            target = self.ensure(request.target, directory=directory)
+            linux.mount(f"/proc/self/fd/{descriptor}", target, None, linux.MS_BIND)
+        finally:
+            os.close(descriptor)
         if request.read_only:
             linux.mount(None, target, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY)
         else:

@@ -122,6 +122,7 @@ def _pod_problems(pod: Pod, options: LocalRunOptions) -> list[str]:
     for container in [*pod.init_containers, *pod.containers]:
         problems += _container_problems(pod, container)
     problems += volumes.volume_problems(pod, options.config_maps, options.secrets)
+    problems += volumes.claim_directory_problems(pod, options.claims_directory)
     return problems
 
 

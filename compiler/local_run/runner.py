@@ -145,8 +145,8 @@ def write_start_file(workspace: Workspace, namespaces: PodNamespaces, users: Use
         "uts_namespace": namespaces.uts,
         "user_namespace": users.descriptor,
         "staging_directory": str(directory / STAGING_DIRECTORY),
-        "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only}
-                   for m in mounts],
+        "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only,
+                    "sub_path": m.sub_path, "create": m.create} for m in mounts],
         "working_directory": container.working_dir or "/",
         "arguments": [*container.command, *container.args],
         "environment": environment,

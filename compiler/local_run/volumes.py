@@ -11,18 +11,29 @@ Other volume kinds are refused before the run starts.
 What the runner makes belongs to the container's root (the host ID its user namespace maps root
 to, `user_namespace`), as a volume the kubelet makes belongs to root; a claim a pod's `fsGroup`
 shares belongs to that group as mapped.
+
+A claim, ConfigMap or Secret is known by name, never by path: a name that is not a DNS
+subdomain refuses the run (`volume_references`), so a claim's directory is always one entry of
+the claims directory. Owners and modes are changed only below a volume's own directory, through
+descriptors opened without following a link (what a pod wrote into a kept claim may be a link
+to anywhere). A mount's `subPath` is resolved when its container starts, one component at a
+time without following a link (`filesystem_view.open_beneath`), since the pod may have replaced
+a folder with a link since the last start.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume
+from tfcompile.spec.volume_references import NAME_RULE, is_object_name, volume_name_problems
 
 from .filesystem_view import MountRequest
 from .identity import fs_group
@@ -135,6 +146,40 @@ def _mount_problems(container: Container, volumes: dict[str, Volume],
     return problems
 
 
+def _name_problems(volume: Volume) -> list[str]:
+    """A claim, ConfigMap or Secret the volume names by anything but a name (a path, say)."""
+    from tfcompile.spec.problems import format_path
+
+    return [f"volume {volume.name}: {format_path(problem.path)}: {problem.message}"
+            for problem in volume_name_problems({volume.kind: volume.source})]
+
+
+def claim_directory_problems(pod: Pod, claims_directory: Path | None) -> list[str]:
+    """A claim's directory in a kept claims directory that is not a directory of its own (a
+    link, say): run-local changes owners and modes in it, so it never follows one there."""
+    if claims_directory is None:
+        return []
+    problems = []
+    for volume in pod.volumes:
+        name = volume.source.get("claimName")
+        if volume.kind != CLAIM or not is_object_name(name):
+            continue
+        try:
+            status = os.lstat(claims_directory / str(name))
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            problems.append(f"pod {pod.name}: volume {volume.name}: cannot look at "
+                            f"{claims_directory / str(name)}: {error.strerror}")
+            continue
+        if not stat.S_ISDIR(status.st_mode):
+            what = "a symbolic link" if stat.S_ISLNK(status.st_mode) else "not a directory"
+            problems.append(f"pod {pod.name}: volume {volume.name}: the claim's directory "
+                            f"{claims_directory / str(name)} is {what}; run-local follows no "
+                            "link in the claims directory: make it a directory of its own")
+    return problems
+
+
 def volume_problems(pod: Pod, config_maps: Mapping[str, Mapping[str, str]],
                     secrets: Mapping[tuple[str, str], str]) -> list[str]:
     """What in the pod's volumes and mounts would keep its containers from starting."""
@@ -143,11 +188,12 @@ def volume_problems(pod: Pod, config_maps: Mapping[str, Mapping[str, str]],
     files: dict[str, list[ProjectedFile]] = {}
     for volume in pod.volumes:
         volumes[volume.name] = volume
-        if volume.kind not in SUPPORTED_KINDS:
+        named = _name_problems(volume)
+        if named:
+            problems += named
+        elif volume.kind not in SUPPORTED_KINDS:
             problems.append(f"volume {volume.name}: {volume.kind} volumes are not supported by a "
                             f"local run (supported: {', '.join(SUPPORTED_KINDS)})")
-        elif volume.kind == CLAIM and not volume.source.get("claimName"):
-            problems.append(f"volume {volume.name}: the claim has no claimName")
         elif volume.kind in (CONFIG_MAP, SECRET):
             files[volume.name], found = projected_files(volume, config_maps, secrets)
             problems += found
@@ -165,14 +211,37 @@ class PodVolumes:
     read_only: set[str] = field(default_factory=set)
 
 
+_SKIPPED = {errno.ELOOP, errno.ENOENT, errno.ENXIO, errno.EOPNOTSUPP}
+"""A link (refused by O_NOFOLLOW), an entry gone meanwhile, a socket: left as they are."""
+
+
+def _walk_without_links(directory: Path, visit: Callable[[int, os.stat_result], None]) -> None:
+    """Call `visit` with an open descriptor and the status of `directory` and of every folder
+    and regular file below it, each reached through its folder's descriptor without following a
+    link: a link (anywhere, `directory` itself included), FIFO or socket is left as it is."""
+    for _, _, files, folder in os.fwalk(directory, follow_symlinks=False):
+        visit(folder, os.fstat(folder))
+        for name in files:
+            try:
+                descriptor = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                                     | os.O_CLOEXEC, dir_fd=folder)
+            except OSError as error:
+                if error.errno in _SKIPPED:
+                    continue
+                raise
+            try:
+                status = os.fstat(descriptor)
+                if stat.S_ISREG(status.st_mode):
+                    visit(descriptor, status)
+            finally:
+                os.close(descriptor)
+
+
 def give_to_container_root(path: Path, ids: IdRange) -> None:
-    """Make `path` and everything below it belong to the container's root (links untouched)."""
+    """Make `path` and everything below it belong to the container's root (links untouched,
+    never followed)."""
     root = ids.host_id(0)
-    os.lchown(path, root, root)
-    if path.is_dir() and not path.is_symlink():
-        for directory, directories, files in os.walk(path):
-            for name in [*directories, *files]:
-                os.lchown(os.path.join(directory, name), root, root)
+    _walk_without_links(path, lambda descriptor, _: os.fchown(descriptor, root, root))
 
 
 def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> None:
@@ -189,14 +258,36 @@ def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> No
 def _share_with_group(directory: Path, group: int) -> None:
     """What the kubelet does to a volume for a pod's `fsGroup`: the group owns everything,
     may read and write it, and new files inherit the group (set-group-ID directories)."""
-    for root, directories, files in os.walk(directory):
-        for name in [".", *directories, *files]:
-            path = Path(root) / name
-            if path.is_symlink():
-                continue
-            os.chown(path, -1, group)
-            mode = path.stat().st_mode & 0o7777
-            path.chmod(mode | 0o2070 if path.is_dir() else mode | 0o060)
+
+    def share(descriptor: int, status: os.stat_result) -> None:
+        os.fchown(descriptor, -1, group)
+        mode = status.st_mode & 0o7777
+        os.fchmod(descriptor, mode | 0o2070 if stat.S_ISDIR(status.st_mode) else mode | 0o060)
+
+    _walk_without_links(directory, share)
+
+
+def claim_directory(claims_directory: Path, name: object) -> Path:
+    """The directory of the claim `name`: one entry of the claims directory, never a path
+    (`volume_problems` refuses such a name first; this refuses it again)."""
+    if not is_object_name(name):
+        raise OSError(errno.EINVAL, f"a claim name must be {NAME_RULE}")
+    return claims_directory / str(name)
+
+
+def _volume_directory(directory: Path, ids: IdRange) -> None:
+    """Make `directory` for a volume, or take the one a kept claim has (keeping its owners);
+    never a link, whoever made it."""
+    try:
+        status = os.lstat(directory)
+    except FileNotFoundError:
+        directory.mkdir(parents=True)
+        give_to_container_root(directory, ids)
+        return
+    if not stat.S_ISDIR(status.st_mode):
+        raise OSError(errno.ELOOP if stat.S_ISLNK(status.st_mode) else errno.ENOTDIR,
+                      f"{directory} is not a directory of its own (a link or a file); "
+                      "run-local follows no link to a volume")
 
 
 def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
@@ -207,14 +298,12 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
     prepared = PodVolumes()
     for volume in pod.volumes:
         if volume.kind == CLAIM:
-            directory = claims_directory / str(volume.source["claimName"])
+            directory = claim_directory(claims_directory, volume.source.get("claimName"))
             if volume.source.get("readOnly"):
                 prepared.read_only.add(volume.name)
         else:
             directory = volumes_directory / volume.name
-        if not directory.exists():  # a kept claim keeps its owners
-            directory.mkdir(parents=True)
-            give_to_container_root(directory, ids)
+        _volume_directory(directory, ids)
         if volume.kind == EMPTY_DIRECTORY:
             directory.chmod(0o777)  # as the kubelet makes an emptyDir: any user may write
         elif volume.kind == CLAIM and fs_group(pod) is not None:
@@ -228,14 +317,16 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
 
 
 def container_mounts(container: Container, volumes: PodVolumes) -> list[MountRequest]:
-    """The volume mounts of one container, as host sources and container targets."""
+    """The volume mounts of one container, as host sources and container targets. A `subPath`
+    stays apart from its volume's directory: the container's helper resolves it at every
+    start without following a link, and makes it (as the kubelet does) in an emptyDir or a
+    claim when it is missing."""
     requests: list[MountRequest] = []
     for mount in container.volume_mounts:
         source = volumes.directories[mount.volume_name]
-        if mount.sub_path:
-            source = source / posixpath.normpath(mount.sub_path)
-            if volumes.kinds[mount.volume_name] in (EMPTY_DIRECTORY, CLAIM):
-                source.mkdir(parents=True, exist_ok=True)
+        sub_path = posixpath.normpath(mount.sub_path) if mount.sub_path else ""
+        create = bool(sub_path) and volumes.kinds[mount.volume_name] in (EMPTY_DIRECTORY, CLAIM)
         read_only = mount.read_only or mount.volume_name in volumes.read_only
-        requests.append(MountRequest(str(source), mount.mount_path, read_only))
+        requests.append(MountRequest(str(source), mount.mount_path, read_only, sub_path,
+                                     create))
     return requests

@@ -32,7 +32,8 @@ class Result(Enum):
     UP_TO_DATE = "up to date"
     """`--check`: the output holds what the specs compile to."""
     STALE = "stale"
-    """`--check`: the output differs; `difference` says how."""
+    """`--check`: the output differs (`difference` says how), or holds what tfcompile did not
+    write (`foreign`)."""
     REFUSED = "refused"
     """A StatefulSet would change a field the API server refuses to change; nothing written."""
     NO_JOBS = "no jobs"
@@ -51,8 +52,11 @@ class Prune:
 @dataclass(frozen=True)
 class BuildOutcome:
     """What a build did. `jobs` and `changed_files` count what was (or would be) written;
-    `notes` are things the user should know that did not stop the build (an ignored record);
-    `refusals` explain each immutable-field change; `difference` is `--check`'s unified diff."""
+    `notes` are things the user should know that did not stop the build (an ignored record,
+    what the output tree holds that tfcompile did not write); `refusals` explain each
+    immutable-field change; `difference` is `--check`'s unified diff, and `foreign` what makes
+    `--check` fail besides: each entry of the output tree tfcompile did not write, as
+    `path: what it is`."""
 
     result: Result
     jobs: int = 0
@@ -62,6 +66,7 @@ class BuildOutcome:
     refusals: tuple[str, ...] = ()
     difference: str = ""
     inputs: tuple[Path, ...] = field(default_factory=tuple)
+    foreign: tuple[str, ...] = ()
 
 
 def build(settings: BuildSettings, *, check: bool = False,
@@ -101,16 +106,32 @@ def _full_build(settings: BuildSettings, environment: str, unchanged: Mapping[Pa
     """Load and compile every job (those `unchanged` are read from the output tree instead),
     plan the output tree (under its lock), then write or check."""
     from .build_record import save
-    from .compilation import build_plan, compile_inputs
+    from .compilation import build_plan, compile_inputs, searched_sources
+    from .errors import shown
     from .immutable_fields import immutable_changes
+    from .tree import recorded_sources
     from .writing import write
 
-    compilation = compile_inputs(settings, unchanged, location.real)
+    # The specs the tree names as its jobs' sources are loaded too: one that no longer looks
+    # like a job file fails the build instead of being taken for gone. `--check` loads them
+    # all, so that every job directory it passes is one these specs compile to.
+    recorded = searched_sources(settings, recorded_sources(location), everywhere=check)
+    compilation = compile_inputs(settings, unchanged, location.real, recorded)
     changes = build_plan(settings, location, compilation)
     prunes = tuple(Prune(changes.output / prune.job, prune.reason,
                          tuple(changes.kept.get(prune.job, [])))
                    for prune in changes.prunes)
-    if not compilation.jobs and not changes.prunes:
+    foreign = tuple(changes.foreign)
+    if check:
+        foreign += tuple(
+            [f"{leftover}: left by a build that was killed (tfcompile stages under this "
+             "name); `tfcompile build` removes it" for leftover in changes.leftovers]
+            + [f"{shown(changes.output / name)}: a job directory this check did not compile: its "
+               "kustomization.yaml names no spec that defines it" for name in changes.unjudged])
+    else:
+        notes += tuple(f"{entry}; kept, and `build --check` fails on it (the tree Argo CD and "
+                       "Flux sync holds only what tfcompile writes)" for entry in foreign)
+    if not compilation.jobs and not changes.prunes and not (check and foreign):
         return BuildOutcome(Result.NO_JOBS, notes=notes, inputs=tuple(settings.inputs))
     refused = [] if allow_recreate else immutable_changes(changes)
     if refused:
@@ -121,10 +142,10 @@ def _full_build(settings: BuildSettings, environment: str, unchanged: Mapping[Pa
         from .tree import unified_diff
 
         difference = unified_diff(changes)
-        if difference:
+        if difference or foreign:
             return BuildOutcome(Result.STALE, jobs=len(compilation.jobs),
                                 changed_files=len(changes.changed), notes=notes,
-                                prunes=prunes, difference=difference)
+                                prunes=prunes, difference=difference, foreign=foreign)
         save(settings, environment, compilation.specs, compilation.inputs, outputs, location)
         return BuildOutcome(Result.UP_TO_DATE, jobs=len(compilation.jobs), notes=notes)
     changed = write(changes)

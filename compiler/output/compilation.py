@@ -5,6 +5,11 @@ output directory so that the generated kustomizations work wherever the reposito
 and it tells the planner which spec file defines which jobs, so that pruning goes by source. A
 spec with `sweep:` defines one job per trial (`objects.sweep.trials`): a trial whose point left
 the grid is a job its spec no longer defines, and is pruned as one.
+
+Besides the files that look like job specs, a build loads the specs the output tree names as
+its jobs' sources when they lie in a directory searched (`build --check`: wherever they lie), so
+that a job file that no longer looks like one is loaded, and refused, rather than passed over;
+each problem of such a file comes with a note naming the job it keeps.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from pathlib import Path
 from tfcompile.compiler.objects.sweep import trials
 from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
-from tfcompile.compiler.output.tree import Plan, plan
+from tfcompile.compiler.output.ownership import kept_note
+from tfcompile.compiler.output.tree import Plan, plan, recorded_sources
 from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
 from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
 
@@ -33,7 +39,7 @@ from .build_record import (
 from .text_spool import TextSpool
 
 __all__ = ["KUSTOMIZATION_NAMES", "BuildSettings", "Compilation", "available_overlays",
-           "build_plan", "compile_all", "compile_inputs"]
+           "build_plan", "compile_all", "compile_inputs", "searched_sources"]
 
 
 def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> list[Problem]:
@@ -67,30 +73,56 @@ class Compilation:
     inputs: list[JobInput] = field(default_factory=list)
 
 
+def searched_sources(settings: BuildSettings, recorded: Mapping[str, Path], *,
+                     everywhere: bool = False) -> dict[str, Path]:
+    """Of the sources the output tree records (job -> spec, `tree.recorded_sources`), those a
+    build of `settings` loads: each inside an input directory or named as an input, or with
+    `everywhere` (`build --check`) all of them."""
+    if everywhere:
+        return dict(recorded)
+    inputs = [os.path.realpath(path) for path in settings.inputs]
+    return {job: source for job, source in recorded.items()
+            if any(real == directory or real.startswith(directory.rstrip("/") + "/")
+                   for real in [os.path.realpath(source)] for directory in inputs)}
+
+
 def compile_inputs(settings: BuildSettings, reusable: Mapping[Path, Reusable] | None = None,
-                   output: str | None = None) -> Compilation:
+                   output: str | None = None,
+                   recorded: Mapping[str, Path] | None = None) -> Compilation:
     """Compile every job found in the inputs, or raise one `SpecError` with every problem.
 
     `output` is the output directory's path without links (`output_location`), from which
     each job's kustomization names its spec and overlays; by default `settings.output`
-    resolved. The jobs of `reusable` spec files (by the up-to-date record,
-    `build_record.reusable`) are taken from the output tree instead of being loaded and
-    compiled; when one of their names is also defined by a file that is loaded, everything is
-    loaded, to report that as always. Which jobs a reused file defines is left out of
-    `Compilation.defined`: what is pruned is never decided by the record."""
-    found = list(dict.fromkeys(discover(settings.inputs)))
+    resolved. `recorded` (job -> spec, `searched_sources`) adds the specs the output tree
+    names to those found, and a problem of one of them says which job it keeps. The jobs of
+    `reusable` spec files (by the up-to-date record, `build_record.reusable`) are taken from
+    the output tree instead of being loaded and compiled; when one of their names is also
+    defined by a file that is loaded, everything is loaded, to report that as always. Which
+    jobs a reused file defines is left out of `Compilation.defined`: what is pruned is never
+    decided by the record."""
+    recorded = recorded or {}
+    found = list(dict.fromkeys(discover(settings.inputs, recorded.values())))
     discovered = set(found)
     reused = {path: item for path, item in (reusable or {}).items() if path in discovered}
     real_output = output if output is not None else os.fspath(settings.output.resolve())
-    compilation = _compile_files(settings, found, reused, real_output)
+    compilation = _compile_files(settings, found, reused, real_output, recorded)
     if compilation is None:
-        compilation = _compile_files(settings, found, {}, real_output)
+        compilation = _compile_files(settings, found, {}, real_output, recorded)
     assert compilation is not None
     return compilation
 
 
+def _kept_notes(path: Path, recorded: Mapping[str, Path],
+                settings: BuildSettings) -> list[LocatedProblem]:
+    """A note for each job the output tree records as compiled from `path`, which fails."""
+    real = os.path.realpath(path)
+    return [kept_note(path, job, settings.output / job)
+            for job, source in sorted(recorded.items()) if os.path.realpath(source) == real]
+
+
 def _compile_files(settings: BuildSettings, found: Sequence[Path],
-                   reused: Mapping[Path, Reusable], output: str) -> Compilation | None:
+                   reused: Mapping[Path, Reusable], output: str,
+                   recorded: Mapping[str, Path]) -> Compilation | None:
     """Load and compile the files `found` one at a time, keeping of each job only its files
     (in a `TextSpool`) and what the record needs, so that memory does not grow with the number
     of jobs. Problems are reported as if every file were loaded first: those of loading (all
@@ -115,14 +147,15 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
         try:
             documents = load_jobs(path)
         except SpecError as error:
-            load_problems.extend(error.problems)
+            load_problems.extend([*error.problems, *_kept_notes(path, recorded, settings)])
             continue
         loaded: list[LoadedJob] = []
         for document in documents:  # a sweep is one job per trial from here on
             try:
                 loaded.extend(trials(document))
             except SpecError as error:
-                load_problems.extend(error.problems)
+                load_problems.extend([*error.problems,
+                                      *_kept_notes(path, recorded, settings)])
         for job in loaded:
             name = job.job.metadata.name
             if name in reused_names:
@@ -183,5 +216,7 @@ def build_plan(settings: BuildSettings, location: OutputLocation,
                compilation: Compilation | None = None) -> Plan:
     """The plan for the output tree at `location` as it is now (`output_lock.locked` gives
     it, under the tree's lock)."""
-    compilation = compilation or compile_inputs(settings, output=location.real)
+    if compilation is None:
+        recorded = searched_sources(settings, recorded_sources(location))
+        compilation = compile_inputs(settings, output=location.real, recorded=recorded)
     return plan(location, compilation.jobs, compilation.defined)

@@ -3,10 +3,12 @@
 A job directory is tfcompile's when its kustomization.yaml starts with the generated mark; its
 files are that kustomization and the resources it lists. The mark names the spec the job was
 compiled from, relative to the job directory: a directory is pruned only when that spec is gone
-or no longer defines the job, so building some jobs never touches the others. Nothing here
-follows a symbolic link: job directories are read through `directory_handles`, and the spec a
-job directory names is found lexically from the directory's path without links, so a directory
-swapped for a link while a build runs cannot make another spec (or none) its source.
+or loads and no longer defines the job, so building some jobs never touches the others. A spec
+that exists but does not load as TrainingJobs (another `kind`, a YAML error, a broken field)
+never prunes: the build fails with its problems and names the job it keeps (`kept_note`).
+Nothing here follows a symbolic link: job directories are read through `directory_handles`, and
+the spec a job directory names is found lexically from the directory's path without links, so a
+directory swapped for a link while a build runs cannot make another spec (or none) its source.
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.output.errors import shown
 from tfcompile.compiler.yaml_input import read_document, read_documents
+from tfcompile.spec.problems import LocatedProblem, Location, SpecError, display_path
 
 from .directory_handles import Directory
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source
@@ -104,10 +106,33 @@ def jobs_defined_in(path: Path) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def still_defines(directory: JobDirectory,
-                  defined: Mapping[Path, frozenset[str]]) -> tuple[bool | None, str]:
+def kept_note(source: Path, job: str, directory: Path) -> LocatedProblem:
+    """What a build says of a job whose spec does not load: it keeps the job's directory."""
+    return LocatedProblem(
+        Location(display_path(source), 1, 1), (),
+        f"job {job} was compiled from this file into {shown(directory)}, which is kept: a "
+        "file that does not load as a TrainingJob never prunes the job it defined; fix it, "
+        "or delete the file to delete the job")
+
+
+def loaded_jobs(source: Path) -> frozenset[str]:
+    """The jobs a spec defines as a build would load it (a sweep's trials by their names);
+    raises `SpecError` when it does not load."""
+    from tfcompile.compiler.objects.sweep import trials  # only a job to judge needs them
+    from tfcompile.spec.loading import load_jobs
+
+    return frozenset(trial.job.metadata.name for document in load_jobs(source)
+                     for trial in trials(document))
+
+
+def still_defines(directory: JobDirectory, defined: dict[Path, frozenset[str]], *,
+                  load: bool = False) -> tuple[bool | None, str]:
     """Whether the recorded spec still defines the job: True, False (with the reason it is
-    gone) or None (cannot tell: no source recorded, unreadable), with the spec as shown."""
+    gone) or None (cannot tell: no source recorded, or `load` is false and a look at the file
+    does not show the job), with the spec as shown. With `load`, a spec not in `defined` (the
+    files a build loaded, by resolved path) whose text does not name the job is loaded as a
+    build would (and added to `defined`): one that does not load raises `SpecError` with its
+    problems and a note naming the job kept."""
     source = source_path(directory)
     if source is None:
         return None, ""
@@ -121,8 +146,15 @@ def still_defines(directory: JobDirectory,
     names = defined.get(source.resolve())
     if names is None:
         names = jobs_defined_in(source)
-    if names is None:
-        return None, display
+        if names is not None and directory.name in names:
+            return True, display
+        if not load:
+            return None if names is None else False, display
+        try:
+            names = defined[source.resolve()] = loaded_jobs(source)
+        except SpecError as error:
+            raise SpecError([*error.problems,
+                             kept_note(source, directory.name, directory.path)]) from None
     if directory.name in names:
         return True, display
     return False, f"its source {display} no longer defines job {directory.name}"

@@ -1,10 +1,14 @@
 """The output directory: what a build would change, and a diff of it (`writing` writes it).
 
 The plan is computed from the specs and the tree as it is: every job built gets its files; a
-job directory not built is pruned only when the spec it records no longer defines it. tfcompile
-touches only its own files (see `ownership`): a file it would replace but did not write,
-a directory it did not generate, or a symbolic link where it would write or delete stops the
-build before anything is written.
+job directory not built is pruned only when the spec it records is gone, or loads and no longer
+defines it (one that does not load fails the build, `SpecError`). tfcompile touches only its own
+files (see `ownership`): a file it would replace but did not write, a directory it did not
+generate, or a symbolic link where it would write or delete stops the build before anything is
+written. What else the tree holds that tfcompile did not write (a file beside the job
+directories, a hand-made directory, a file a job's kustomization does not list) is kept, and
+listed in the plan (`Plan.foreign`): `build --check` fails on it, since Argo CD and Flux would
+apply it.
 
 The plan reads the tree through directories `location` and `directory_handles` opened without
 following a link, by names inside them, never through a path again.
@@ -28,9 +32,11 @@ from tfcompile.compiler.output.ownership import (
     JobDirectory,
     generated_directory,
     jobs_defined_in,
+    recorded_spec,
     source_path,
     still_defines,
 )
+from tfcompile.spec.problems import LocatedProblem, SpecError
 
 from .directory_handles import Directory
 from .generated_mark import recorded_source
@@ -85,6 +91,12 @@ class Plan:
     removals: list[str]
     prunes: list[Prune] = field(default_factory=list)
     kept: dict[str, list[str]] = field(default_factory=dict)
+    foreign: list[str] = field(default_factory=list)
+    """Each entry of the tree tfcompile did not write, as `path: what it is` (kept)."""
+    unjudged: list[str] = field(default_factory=list)
+    """Job directories tfcompile generated that this plan neither builds nor prunes."""
+    leftovers: list[str] = field(default_factory=list)
+    """Entries a killed build left (names under LEFTOVER_PREFIX), which a write removes."""
 
     @property
     def output(self) -> Path:
@@ -127,7 +139,7 @@ def _is_link(status: os.stat_result) -> bool:
 
 
 def _plan_built_job(output: Directory, job: CompiledJob, source: Path | None,
-                    defined: Mapping[Path, frozenset[str]], refusals: list[str]
+                    defined: dict[Path, frozenset[str]], refusals: list[str]
                     ) -> tuple[list[str], list[str]]:
     """Check that `job` may be written; its removals and the entries kept."""
     shown_as = output.path / job.name
@@ -193,35 +205,70 @@ def _as_compiled(directory: Directory, job: CompiledJob) -> JobDirectory | None:
                         recorded_source(text.split("\n", 1)[0]))
 
 
-def _plan_prune(output: Directory, name: str, defined: Mapping[Path, frozenset[str]],
+def _plan_prune(output: Directory, name: str, defined: dict[Path, frozenset[str]],
                 prunes: list[Prune], removals: list[str], kept: dict[str, list[str]],
-                refusals: list[str]) -> None:
-    """Prune the directory `name` (not built) when tfcompile generated it from a spec that no
-    longer defines it."""
+                refusals: list[str], problems: list[LocatedProblem]) -> bool:
+    """Prune the directory `name` (not built) when tfcompile generated it from a spec that is
+    gone or loads and no longer defines it; whether the directory is tfcompile's."""
     try:
         directory = output.open(name)
     except OutputRefused:
-        return  # no longer a directory: not tfcompile's to prune
+        return False  # no longer a directory: not tfcompile's to prune
     if directory is None:
-        return
+        return False
     with directory:
         generated = generated_directory(directory)
         if generated is None:
-            return
-        holds, reason = still_defines(generated, defined)
+            return False
+        try:
+            holds, reason = still_defines(generated, defined, load=True)
+        except SpecError as error:
+            problems.extend(error.problems)
+            return True
         if holds is not False:
-            return
+            return True
         inside = directory.entries()
     links = sorted(f for f in generated.files if f in inside and _is_link(inside[f]))
     if links:
         refusals.append(f"{shown(directory.path)}: {', '.join(links)}: symbolic link where "
                         "tfcompile would delete; it never follows links in the output "
                         "tree, remove it")
-        return
+        return True
     prunes.append(Prune(name, reason))
     removals.extend(f"{name}/{f}" for f in generated.files
                     if f in inside and stat.S_ISREG(inside[f].st_mode))
     kept[name] = sorted(f for f in inside if f not in generated.files)
+    return True
+
+
+def _what_it_is(status: os.stat_result) -> str:
+    if _is_link(status):
+        return "a symbolic link"
+    return "a directory" if stat.S_ISDIR(status.st_mode) else "a file"
+
+
+def recorded_sources(location: OutputLocation) -> dict[str, Path]:
+    """The spec each job directory of the tree names as its source, by job: the path its
+    kustomization's first line records, taken lexically from the directory's path without
+    links. A build searches these as well (`discover`)."""
+    output = location.directory
+    found: dict[str, Path] = {}
+    for name, status in sorted(output.entries().items() if output is not None else []):
+        if name.startswith(LEFTOVER_PREFIX) or not stat.S_ISDIR(status.st_mode):
+            continue
+        assert output is not None
+        try:
+            directory = output.open(name)
+        except OutputRefused:
+            continue
+        if directory is None:
+            continue
+        with directory:
+            text = directory.read(KUSTOMIZATION_FILE)
+            source = recorded_source(text.split("\n", 1)[0]) if text is not None else None
+            if source is not None:
+                found[name] = recorded_spec(directory.real, source)
+    return found
 
 
 def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
@@ -231,14 +278,19 @@ def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
     `location` is the output directory as `output_lock.locked` gives it. `defined` maps each
     spec file read (resolved) to the jobs it defines; it names each built job's source, and
     a job directory whose spec is not in it is judged by reading that spec. Raises
-    `OutputRefused` with every reason the tree cannot be written."""
-    defined = defined or {}
-    sources = {name: path for path, names in defined.items() for name in names}
+    `SpecError` when such a spec does not load (its job is kept) and `OutputRefused` with
+    every reason the tree cannot be written."""
+    known = dict(defined or {})
+    sources = {name: path for path, names in known.items() for name in names}
     writes: dict[str, Mapping[str, str]] = {}
     removals: list[str] = []
     kept: dict[str, list[str]] = {}
     prunes: list[Prune] = []
     refusals: list[str] = []
+    problems: list[LocatedProblem] = []
+    foreign: list[str] = []
+    unjudged: list[str] = []
+    leftovers: list[str] = []
     built = {job.name for job in jobs}
     output = location.directory
     for job in sorted(jobs, key=lambda job: job.name):
@@ -246,19 +298,37 @@ def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
         if output is None:
             kept[job.name] = []
             continue
-        job_removals, job_kept = _plan_built_job(output, job, sources.get(job.name), defined,
+        job_removals, job_kept = _plan_built_job(output, job, sources.get(job.name), known,
                                                  refusals)
         removals.extend(f"{job.name}/{name}" for name in job_removals)
         kept[job.name] = job_kept
     for name, status in sorted(output.entries().items() if output is not None else []):
-        if name in built or name.startswith(LEFTOVER_PREFIX) or not stat.S_ISDIR(status.st_mode):
-            continue
         assert output is not None
-        _plan_prune(output, name, defined, prunes, removals, kept, refusals)
+        shown_as = shown(output.path / name)
+        if name.startswith(LEFTOVER_PREFIX):
+            leftovers.append(shown_as)
+        elif name in built:
+            continue
+        elif not stat.S_ISDIR(status.st_mode):
+            foreign.append(f"{shown_as}: {_what_it_is(status)} tfcompile did not write")
+        elif not _plan_prune(output, name, known, prunes, removals, kept, refusals, problems):
+            foreign.append(f"{shown_as}: a directory tfcompile did not write (its "
+                           f"{KUSTOMIZATION_FILE} has no 'Generated by tfcompile' mark)")
+        elif name not in kept:
+            unjudged.append(name)
+    if problems:
+        raise SpecError(problems)
     if refusals:
         raise OutputRefused(refusals)
+    pruned = {prune.job for prune in prunes}
+    for job_name, names in sorted(kept.items()):
+        why = ("left where a job directory is pruned" if job_name in pruned
+               else f"its {KUSTOMIZATION_FILE} does not list it")
+        foreign.extend(f"{shown(location.path / job_name / entry)}: not written by tfcompile "
+                       f"({why})" for entry in names)
     return Plan(location=location, writes=PlannedTexts(writes), removals=sorted(removals),
-                prunes=prunes, kept=kept)
+                prunes=prunes, kept=kept, foreign=sorted(foreign), unjudged=unjudged,
+                leftovers=leftovers)
 
 
 def unified_diff(changes: Plan) -> str:
@@ -282,4 +352,4 @@ def unified_diff(changes: Plan) -> str:
 
 
 __all__ = ["LEFTOVER_PREFIX", "Plan", "PlannedTexts", "Prune", "job_directory",
-           "jobs_defined_in", "plan", "unified_diff"]
+           "jobs_defined_in", "plan", "recorded_sources", "unified_diff"]
