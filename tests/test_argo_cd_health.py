@@ -85,7 +85,9 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     """The state ConfigMap of the job, running and suspended."""
     found = {}
     for variant, text in (("running", JOB), ("suspended", JOB + "  suspend: true\n"),
-                          ("workers", WORKERS_ONLY)):
+                          ("workers", WORKERS_ONLY), ("no launcher", JOB + "  launcher: none\n"),
+                          ("no launcher, suspended",
+                           JOB + "  launcher: none\n  suspend: true\n")):
         directory = tmp_path_factory.mktemp(variant)
         (directory / "job.yaml").write_text(text)
         subprocess.run([TFCOMPILE, "build", str(directory), "-o", str(directory / "output")],
@@ -150,6 +152,14 @@ def test_a_job_of_workers_succeeds_when_every_worker_has(
 
 def test_a_suspended_job_is_suspended(compiled: dict[str, dict[str, Any]]) -> None:
     assert health(compiled["suspended"]) == ("Suspended", "suspended")
+
+
+def test_a_job_without_the_launcher_leaves_its_health_to_its_statefulsets(
+        compiled: dict[str, dict[str, Any]]) -> None:
+    """Nothing records its outcome, so its state would be Progressing for ever otherwise."""
+    assert health(compiled["no launcher"]) == (
+        "Healthy", "runs without tfcompile's launcher: nothing records success or failure")
+    assert health(compiled["no launcher, suspended"]) == ("Suspended", "suspended")
 
 
 def test_other_config_maps_stay_healthy() -> None:

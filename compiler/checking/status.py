@@ -13,6 +13,11 @@ compiled output, and derives one phase per job:
 - Pending: a pod is missing, not scheduled or not running yet;
 - Running: otherwise.
 
+A job with `launcher: none` (its state ConfigMap says so) records nothing: it is never Succeeded
+or Failed, only Pending, Running, Suspended or Released (scaled to 0 by hand), and the text says
+that nothing records its outcome and that an exit 0 starts its training again (the LAST EXIT
+column shows it).
+
 A sweep's trials are jobs too; the text shows them as one table per sweep (`sweep_status.py`):
 values, phase and result, best first.
 """
@@ -29,6 +34,7 @@ from typing import Any
 
 from tfcompile.compiler.objects.labels import (
     JOB_LABEL,
+    LAUNCHER_ANNOTATION,
     REPLICAS_ANNOTATION,
     REVISION_ANNOTATION,
     ROLE_LABEL,
@@ -82,6 +88,8 @@ class JobStatus:
     values: dict[str, str] = field(default_factory=dict)
     objective: str = ""
     result: dict[str, float] | None = None
+    launcher: str = "python"
+    """What runs the training (`launcher` in job.yaml): `python`, or `none` (nothing records)."""
 
     def with_trial(self, info: TrialInfo | None) -> JobStatus:
         if info is not None:
@@ -262,7 +270,11 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
         pending = pending or len(running) < replicas
     phase = _phase(roles, records, success_tasks, revision, pending)
     status = JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles)
-    status.with_trial(trial_info(_state(objects, name)))
+    state = _state(objects, name)
+    status.with_trial(trial_info(state))
+    launcher = ((state.get("metadata") or {}).get("annotations") or {}).get(LAUNCHER_ANNOTATION)
+    if isinstance(launcher, str) and launcher:
+        status.launcher = launcher
     if status.sweep is not None:
         status.result = recorded_result(records, revision)
     return status
@@ -303,9 +315,12 @@ def as_text(statuses: list[JobStatus]) -> str:
         if status.sweep is not None:
             continue
         stale = "" if status.deployed_revision == status.committed_revision else " (differs)"
+        unrecorded = ("" if status.launcher == "python" else
+                      f"; launcher {printable(status.launcher)}: nothing records success or "
+                      "failure, and a training that exits 0 starts again")
         lines.append(f"{printable(status.name)} ({printable(status.namespace)}): "
                      f"{status.phase}; revision deployed {printable(status.deployed_revision)}, "
-                     f"committed {printable(status.committed_revision)}{stale}")
+                     f"committed {printable(status.committed_revision)}{stale}{unrecorded}")
         if not status.roles:
             continue
         rows = [("ROLE", "READY", "RESTARTS", "LAST EXIT", "RECORDED")]

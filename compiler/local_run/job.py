@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.objects.labels import ROLE_LABEL
+from tfcompile.compiler.objects.launcher import STATE_VOLUME
 from tfcompile.compiler.output.compilation import BuildSettings, compile_all
 from tfcompile.compiler.output.lock import locked
 from tfcompile.compiler.output.tree import plan
@@ -47,10 +48,13 @@ class LocalJobSettings:
 
 def success_pods(pods: Sequence[Pod]) -> list[str]:
     """Whose success ends the run: the chief, or every worker when there is no chief (as the
-    TFJob operator judged a job)."""
+    TFJob operator judged a job). None for a job without the launcher (`launcher: none`), whose
+    pods have no state volume for a success marker: as in a cluster, an exit 0 restarts the
+    training, and the run ends by failure, timeout or interruption."""
     by_role: dict[str, list[str]] = {}
     for pod in pods:
-        by_role.setdefault(pod.labels.get(ROLE_LABEL, ""), []).append(pod.name)
+        if any(volume.name == STATE_VOLUME for volume in pod.volumes):
+            by_role.setdefault(pod.labels.get(ROLE_LABEL, ""), []).append(pod.name)
     return by_role.get("chief") or by_role.get("worker") or []
 
 

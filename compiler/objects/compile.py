@@ -22,7 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
-from .launcher import REVISION_DIGITS, SETTINGS_FILE, LauncherProgram
+from .launcher import REVISION_DIGITS, SETTINGS_FILE, LauncherProgram, runs_launcher
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -63,7 +63,9 @@ def file_name(document: dict[str, Any]) -> str:
 
 def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str, Any]]:
     """Every object of the job, in a fixed order, with `program` as its launcher; raises
-    `SpecError` for limits a spec breaks."""
+    `SpecError` for limits a spec breaks. A job with `launcher: none` has no launcher
+    ConfigMap, ServiceAccount, Role or RoleBinding; its state ConfigMap stays (what
+    `tfcompile status` reads: the revision, a trial's point, and that it has no launcher)."""
     job, script, trial = loaded.job, loaded.script, loaded.trial
     given = None if trial is None else trial.sweep
     problems = [*check_name_lengths(job, given), *check_tf_config_size(job)]
@@ -75,12 +77,17 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
     if script is not None:
         mounted.append(script_config_map(job, script))
         script_map = script_name(job, script)
-    launcher_map = launcher_config_map(job, program)
-    mounted.append(launcher_map)
+    covered = list(mounted)
+    launcher_map = None
+    if runs_launcher(job):
+        launcher_map = launcher_config_map(job, program)
+        mounted.append(launcher_map)
+        covered.append(without_program(launcher_map))
     objects.extend(mounted)
-    covered = [*mounted[:-1], without_program(launcher_map)]
     state = state_config_map(job, revision="", trial=trial)
-    objects.extend([state, service_account(job), role(job), role_binding(job)])
+    objects.append(state)
+    if launcher_map is not None:
+        objects.extend([service_account(job), role(job), role_binding(job)])
     claim = shared_claim(job)
     if claim is not None:
         objects.append(claim)
@@ -90,9 +97,10 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
     group = pod_group(job)
     if group is not None:
         objects.append(group)
+    launcher_name = None if launcher_map is None else launcher_map["metadata"]["name"]
     sets = [
-        statefulset(job, role_key, role_spec, script, script_map,
-                    launcher_map["metadata"]["name"], revision="", trial=trial)
+        statefulset(job, role_key, role_spec, script, script_map, launcher_name, revision="",
+                    trial=trial)
         for role_key, role_spec in roles
     ]
     objects.extend(sets)
@@ -105,7 +113,8 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
     for item in sets:
         item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION] = digest
     state["metadata"]["annotations"][REVISION_ANNOTATION] = digest
-    settings_with_revision(launcher_map, digest)
+    if launcher_map is not None:
+        settings_with_revision(launcher_map, digest)
     return objects
 
 

@@ -34,12 +34,13 @@ from tfcompile.compiler.launcher.records import (
     TRAINING,
 )
 from tfcompile.compiler.launcher.results import RESULT_FILE, RESULT_MAXIMUM_BYTES
+from tfcompile.spec.models import Launcher, TrainingJob
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL",
     "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING", "SETTINGS_FILE",
-    "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram",
+    "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram", "runs_launcher",
 ]
 
 STATE_VOLUME = "tfcompile-state"
@@ -81,6 +82,12 @@ class LauncherProgram:
     def data(self) -> dict[str, str]:
         return dict(self.files)
 
+
+def runs_launcher(job: TrainingJob) -> bool:
+    """Whether the job's TensorFlow containers run the launcher (`launcher: python`, the
+    default); with `launcher: none` they run the training command itself, and the job has no
+    launcher ConfigMap, account or rights, and no revision gate."""
+    return job.spec.launcher is Launcher.PYTHON
 
 
 def command(role: str) -> list[str]:

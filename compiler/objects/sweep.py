@@ -60,13 +60,15 @@ def _shown(point: Trial) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in point.values)
 
 
-def trial_environment(trial: Trial | None, name: str) -> list[dict[str, Any]]:
-    """A trial's variables, before the job's own: its name, where it may write its result,
-    then its point, by parameter name. None for a job that is no trial."""
+def trial_environment(trial: Trial | None, name: str,
+                      records_result: bool = True) -> list[dict[str, Any]]:
+    """A trial's variables, before the job's own: its name, where it may write its result
+    (unless nothing records it: a job without the launcher), then its point, by parameter name.
+    None for a job that is no trial."""
     if trial is None:
         return []
-    return [{"name": TRIAL_VARIABLE, "value": name},
-            {"name": RESULT_VARIABLE, "value": RESULT_FILE},
+    result = [{"name": RESULT_VARIABLE, "value": RESULT_FILE}] if records_result else []
+    return [{"name": TRIAL_VARIABLE, "value": name}, *result,
             *({"name": parameter, "value": value} for parameter, value in trial.values)]
 
 

@@ -28,6 +28,7 @@ from .lifecycle import (
     Compatibility,
     Duration,
     FailurePolicy,
+    Launcher,
     OnFailure,
     OnSuccess,
     duration_seconds,
@@ -98,6 +99,15 @@ class JobSpec(SpecModel):
     def network_policy_settings(self) -> NetworkPolicySettings | None:
         """The NetworkPolicy's settings, or None when the job asks for none."""
         return self.network_policy if self.network_policy.enabled else None
+    launcher: Launcher = Field(
+        default=Launcher.PYTHON,
+        description="python: tfcompile's launcher runs the command (the image needs python, "
+        "CPython or PyPy 3.8 or later, on PATH): it records success and idles, and gives "
+        "onSuccess, onFailure, failurePolicy, deadline, a sweep's results and the revision "
+        "gate. none: the container runs the command itself, for images without it (TensorFlow "
+        "1.x): an exit 0 restarts the training, nothing is recorded, and those fields are "
+        "refused.",
+    )
     on_success: OnSuccess = Field(
         default=OnSuccess.IDLE,
         description="idle: succeeded pods stay and idle; release: the job's own pods scale "

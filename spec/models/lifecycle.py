@@ -1,5 +1,6 @@
 """What happens as a job's pods end and change: the replica compatibility of a roll, onSuccess,
-onFailure, the failure policy and the deadline, together because the launcher acts on them all.
+onFailure, the failure policy and the deadline, together because the launcher acts on them all,
+and whether the job runs the launcher at all.
 """
 
 import re
@@ -21,6 +22,16 @@ class Compatibility(StrEnum):
     TF_SPAWNER = "tf-spawner"
     ELASTICDL = "elasticdl"
     TF1_FLAGS = "tf1-flags"
+
+
+class Launcher(StrEnum):
+    """What runs the training command in the `tensorflow` container."""
+
+    PYTHON = "python"
+    """tfcompile's launcher (a Python 3.8+ program) around the command: the image needs it."""
+    NONE = "none"
+    """The command itself, for images without Python 3.8 (TensorFlow 1.x images): nothing
+    records success or failure, and the fields that need the launcher are refused."""
 
 
 class OnSuccess(StrEnum):

@@ -30,6 +30,7 @@ from .component_steps import (
     kustomization_with_components,
 )
 from .exposure import exposure_problems
+from .images import image_warnings
 from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
 from .pod_security import pod_security_notes
@@ -121,8 +122,9 @@ def validate_objects(
     version = normalize_version(kubernetes_version)
     problems, notes = schema_problems(objects, version)
     try:
-        found, found_notes, prerequisites = _cluster_checks(objects, version, secrets)
-        warnings = smb_checkpoint_warnings(objects)
+        found, found_notes, prerequisites, image_findings = _cluster_checks(objects, version,
+                                                                            secrets)
+        warnings = [*smb_checkpoint_warnings(objects), *image_findings]
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
@@ -150,8 +152,9 @@ def _cluster_checks(
     objects: list[KubernetesObject],
     version: str,
     secrets: Mapping[tuple[str, str], str] | None,
-) -> tuple[list[Problem], list[str], list[Prerequisite]]:
-    """Names, sizes, topology and references: the checks that read objects as a cluster would."""
+) -> tuple[list[Problem], list[str], list[Prerequisite], list[str]]:
+    """Names, sizes, topology and references: the checks that read objects as a cluster would;
+    and the warnings about the images the pods run."""
     major, minor = (int(part) for part in version.split("."))
     pods = pods_of(
         objects,
@@ -175,4 +178,4 @@ def _cluster_checks(
                     f"{', '.join(container.skipped_environment_names)}: Kubernetes {version} "
                     "skips keys that are not valid environment variable names"
                 )
-    return problems, notes, prerequisites
+    return problems, notes, prerequisites, image_warnings(objects, pods)

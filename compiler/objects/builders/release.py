@@ -22,6 +22,7 @@ from tfcompile.spec.sweep import Trial
 
 from ..labels import (
     JOB_LABEL,
+    LAUNCHER_ANNOTATION,
     LAUNCHER_COMPONENT,
     REVISION_ANNOTATION,
     STATE_COMPONENT,
@@ -31,6 +32,7 @@ from ..labels import (
     SWEEP_VALUES_ANNOTATION,
     object_labels,
 )
+from ..launcher import runs_launcher
 from ..names import launcher_account_name, role_name, state_config_map_name
 from ..sweep import trial_values
 from .launcher import releases, success_tasks
@@ -44,7 +46,8 @@ def _labels(job: TrainingJob, component: str) -> dict[str, str]:
 def state_config_map(job: TrainingJob, revision: str,
                      trial: Trial | None = None) -> dict[str, Any]:
     """`J-state`: no `data` here; the launchers add `<role>-<index>: <outcome> <revision> …`
-    (and a trial's `result`). A trial's annotations say its point and the sweep's objective."""
+    (and a trial's `result`). A trial's annotations say its point and the sweep's objective; a
+    job without the launcher says so (`tfcompile.dev/launcher: none`): nothing records into it."""
     metadata = object_metadata(job, state_config_map_name(job.metadata.name),
                                _labels(job, STATE_COMPONENT))
     annotations = metadata.setdefault("annotations", {})
@@ -52,6 +55,8 @@ def state_config_map(job: TrainingJob, revision: str,
     annotations[SUCCESS_TASKS_ANNOTATION] = ",".join(success_tasks(job))
     if job.spec.suspend:
         annotations[SUSPENDED_ANNOTATION] = "true"
+    if not runs_launcher(job):
+        annotations[LAUNCHER_ANNOTATION] = job.spec.launcher.value
     if trial is not None:
         annotations[SWEEP_VALUES_ANNOTATION] = trial_values(trial)
         if trial.objective is not None:

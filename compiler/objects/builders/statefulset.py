@@ -42,18 +42,36 @@ SHARED_VOLUME = "shared"
 SCRATCH_VOLUME = "scratch"
 
 
-def training_command(job: TrainingJob, role: Role, script: Script | None) -> list[str]:
-    """What the launcher runs: the role's command and args, else the job's; with only a
-    script, `python <script>`."""
+def command_and_arguments(job: TrainingJob, role: Role,
+                          script: Script | None) -> tuple[list[str], list[str]]:
+    """The training's command and its arguments: the role's command and args, else the job's;
+    with only a script, `python <script>`."""
     if role.command is not None:
-        return [*role.command, *(role.args or [])]
+        return list(role.command), list(role.args or [])
     if job.spec.command is not None:
         command = list(job.spec.command)
     else:
         assert script is not None and not script.directory
         command = ["python", f"{launcher.SCRIPT_DIRECTORY}/{script.file_name}"]
     arguments = role.args if role.args is not None else job.spec.args
+    return command, list(arguments)
+
+
+def training_command(job: TrainingJob, role: Role, script: Script | None) -> list[str]:
+    """What the launcher runs: the command and its arguments, as one list."""
+    command, arguments = command_and_arguments(job, role, script)
     return [*command, *arguments]
+
+
+def _command_fields(job: TrainingJob, role_key: RoleName, role: Role, script: Script | None,
+                    with_launcher: bool) -> dict[str, list[str]]:
+    """The container's `command` and `args`: the launcher, followed by the training command as
+    its arguments; without it (`launcher: none`), the training's own command and args."""
+    if with_launcher:
+        return {"command": launcher.command(role_key.value),
+                "args": training_command(job, role, script)}
+    command, arguments = command_and_arguments(job, role, script)
+    return {"command": command, "args": arguments} if arguments else {"command": command}
 
 
 def _environment_entry(name: str, value: EnvironmentValue) -> dict[str, Any]:
@@ -114,20 +132,24 @@ def _resources(role: Role) -> dict[str, Any]:
 
 def _volumes(
     job: TrainingJob, role_key: RoleName, script_map: str | None, script: Script | None,
-    launcher_map: str,
+    launcher_map: str | None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(volume mounts, volumes) of a TensorFlow pod."""
-    mounts: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
-                                     "mountPath": launcher.LAUNCHER_DIRECTORY, "readOnly": True}]
-    volumes: list[dict[str, Any]] = [{"name": launcher.LAUNCHER_VOLUME,
-                                      "configMap": {"name": launcher_map}}]
+    """(volume mounts, volumes) of a TensorFlow pod: the launcher's program and its state
+    unless the job has none (`launcher_map` None)."""
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if launcher_map is not None:
+        mounts.append({"name": launcher.LAUNCHER_VOLUME, "mountPath": launcher.LAUNCHER_DIRECTORY,
+                       "readOnly": True})
+        volumes.append({"name": launcher.LAUNCHER_VOLUME, "configMap": {"name": launcher_map}})
     if script_map is not None and script is not None:
         mounts.append({"name": launcher.SCRIPT_VOLUME, "mountPath": launcher.SCRIPT_DIRECTORY,
                        "readOnly": True})
         volumes.append({"name": launcher.SCRIPT_VOLUME,
                         "configMap": script_volume_source(script, script_map)})
-    mounts.append({"name": launcher.STATE_VOLUME, "mountPath": launcher.STATE_DIRECTORY})
-    volumes.append({"name": launcher.STATE_VOLUME, "emptyDir": {}})
+    if launcher_map is not None:
+        mounts.append({"name": launcher.STATE_VOLUME, "mountPath": launcher.STATE_DIRECTORY})
+        volumes.append({"name": launcher.STATE_VOLUME, "emptyDir": {}})
     mounts.append({"name": HOME_VOLUME, "mountPath": HOME_DIRECTORY})
     volumes.append({"name": HOME_VOLUME, "emptyDir": {}})
     mounts.append({"name": TMP_VOLUME, "mountPath": TMP_DIRECTORY})
@@ -153,12 +175,14 @@ def statefulset(
     role: Role,
     script: Script | None,
     script_map: str | None,
-    launcher_map: str,
+    launcher_map: str | None,
     revision: str,
     trial: Trial | None = None,
 ) -> dict[str, Any]:
     """StatefulSet `J-R` governed by the headless Service `J-R`; pods start in parallel. A
-    sweep's trial sees its values as variables, before the job's own (`sweep.py`)."""
+    sweep's trial sees its values as variables, before the job's own (`sweep.py`). Without a
+    launcher (`launcher_map` None, `launcher: none`) the container runs the training command
+    itself, with no revision gate, no launcher state and no service-account token."""
     name = job.metadata.name
     selector = role_selector(name, role_key)
     labels = object_labels(job, role_key.value, selector)
@@ -166,11 +190,11 @@ def statefulset(
     if role.gpus:
         object_labels_with_marks[GPU_LABEL] = "true"
     mounts, volumes = _volumes(job, role_key, script_map, script, launcher_map)
+    with_launcher = launcher_map is not None
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": role.image or job.spec.image,
-        "command": launcher.command(role_key.value),
-        "args": training_command(job, role, script),
+        **_command_fields(job, role_key, role, script, with_launcher),
     }
     sources = _environment_sources(job)
     if sources:
@@ -178,10 +202,12 @@ def statefulset(
     swept = dict(trial.values) if trial is not None else {}
     home = [] if "HOME" in {**job.spec.env, **role.env, **swept} else [
         {"name": "HOME", "value": HOME_DIRECTORY}]
-    container["env"] = [*environment(job, role_key), revision_variable(), *home,
-                        *trial_environment(trial, name), *user_environment(job, role)]
+    gate = [revision_variable()] if with_launcher else []
+    container["env"] = [*environment(job, role_key), *gate, *home,
+                        *trial_environment(trial, name, with_launcher),
+                        *user_environment(job, role)]
     container["ports"] = [{"name": PORT_NAME, "containerPort": job.spec.port, "protocol": "TCP"},
-                          gate_port()]
+                          *([gate_port()] if with_launcher else [])]
     resources = _resources(role)
     if resources:
         container["resources"] = resources
@@ -191,9 +217,11 @@ def statefulset(
         {
             "metadata": template_metadata(job, labels, {REVISION_ANNOTATION: revision}),
             "spec": {
-                # The launcher records success and failure through this account's token.
-                "serviceAccountName": launcher_account_name(name),
-                "automountServiceAccountToken": True,
+                # The launcher records success and failure through this account's token; a
+                # job without the launcher needs no token.
+                **({"serviceAccountName": launcher_account_name(name),
+                    "automountServiceAccountToken": True} if with_launcher
+                   else {"automountServiceAccountToken": False}),
                 "enableServiceLinks": False,
                 "securityContext": pod_security_context(),
                 "restartPolicy": "Always",

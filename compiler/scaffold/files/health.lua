@@ -6,6 +6,8 @@
 --   Healthy      every task that makes the job succeed recorded success at that revision
 --   Suspended    the job is suspended (suspend: true)
 --   Progressing  otherwise: the job is training
+-- A job with `launcher: none` records nothing (its state says `tfcompile.dev/launcher: none`):
+-- its state is Healthy (Suspended when suspended), and its StatefulSets' health is the job's.
 -- Argo CD runs health checks with only Lua's base, table and package libraries (no `string`),
 -- so everything here is read by equality: a task's record is "succeeded <revision>" exactly,
 -- and the launcher that records a final failure also sets `failed-revision` and `failed-task`.
@@ -20,6 +22,16 @@ local annotations = obj.metadata.annotations or {}
 local revision = annotations["tfcompile.dev/revision"] or ""
 local listed = annotations["tfcompile.dev/success-tasks"] or ""
 local data = obj.data or {}
+if annotations["tfcompile.dev/launcher"] == "none" then
+  if annotations["tfcompile.dev/suspended"] == "true" then
+    hs.status = "Suspended"
+    hs.message = "suspended"
+    return hs
+  end
+  hs.status = "Healthy"
+  hs.message = "runs without tfcompile's launcher: nothing records success or failure"
+  return hs
+end
 if data["failed-revision"] == revision then
   hs.status = "Degraded"
   hs.message = "failed for good: " .. (data["failed-task"] or "a task")
