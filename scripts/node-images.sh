@@ -268,20 +268,23 @@ base_layer() {
 }
 
 # `pip install` in the chroot $1 (its /proc, /dev and the build mount mounted), with this
-# machine's pip settings and proxies and the cache's pip cache; the log goes to $2.
+# machine's pip settings and proxies; the log goes to $2. The packages are first downloaded
+# into a wheelhouse in the cache (pip skips the files it finds there), then installed from it
+# alone: pip's own HTTP cache keeps nothing when the index's responses carry no caching
+# headers.
 pip_install() {  # root, log, requirement...
   local root=$1 log=$2 kind rest variable
   shift 2
   local environment=(PATH="$default_path" HOME=/root LANG=C.UTF-8 TMPDIR="$build_mount/tmp"
-    PIP_CACHE_DIR="$build_mount/pip-cache" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
+    PIP_CACHE_DIR="$build_mount/pip/cache" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_PROGRESS_BAR=off
     PIP_NO_INPUT=1)
   for variable in http_proxy https_proxy no_proxy all_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY \
       ALL_PROXY; do
     if [ -n "${!variable:-}" ]; then environment+=("$variable=${!variable}"); fi
   done
-  mkdir -p "$work/build/tmp" "$work/build/pip-cache" "$cache/pip"
+  mkdir -p "$work/build/tmp" "$work/build/pip" "$cache/pip/wheels"
   mount --bind "$work/build" "$root$build_mount"
-  mount --bind "$cache/pip" "$root$build_mount/pip-cache"
+  mount --bind "$cache/pip" "$root$build_mount/pip"
   while read -r kind rest; do
     case $kind in
       env) environment+=("$rest") ;;
@@ -290,9 +293,11 @@ pip_install() {  # root, log, requirement...
   done < <(python3 "$helper" pip-settings "$work/build" "$build_mount")
   mount -t proc proc "$root/proc"
   mount --bind /dev "$root/dev"
-  if ! chroot "$root" /usr/bin/env -i "${environment[@]}" python3 -m pip install \
-      --break-system-packages --root-user-action=ignore --no-warn-script-location "$@" \
-      >"$log" 2>&1; then
+  local pip=(chroot "$root" /usr/bin/env -i "${environment[@]}" python3 -m pip)
+  if ! "${pip[@]}" download --dest "$build_mount/pip/wheels" "$@" >"$log" 2>&1 \
+      || ! "${pip[@]}" install --break-system-packages --root-user-action=ignore \
+        --no-warn-script-location --no-index --find-links "$build_mount/pip/wheels" "$@" \
+        >>"$log" 2>&1; then
     tail -n 25 "$log" >&2
     fail "pip install $* failed"
   fi
@@ -329,15 +334,15 @@ tensorflow_image() {
     require_root "the TensorFlow image"
     require_tools "Building the TensorFlow image" debootstrap=debootstrap chroot=coreutils \
       mount=mount python3=python3
+    local started=$SECONDS
     start_work
     if [ ! -f "$archive" ]; then
-      local started=$SECONDS
       say "building ${tensorflow_names[*]}"
       build_tensorflow "$archive"
       remove_replaced "$archive" "$cache/$(file_stem "${tensorflow_names[0]%:*}")_"
-      say "built ${tensorflow_names[*]} in $((SECONDS - started)) s: $archive"
     fi
     finish_work
+    say "${tensorflow_names[*]} built in $((SECONDS - started)) s (clean-up included): $archive"
   fi
   for name in "${tensorflow_names[@]}"; do
     printf '%s\t%s\n' "$name" "$archive"
