@@ -18,6 +18,7 @@
 #   docker.io/tensorflow/tensorflow:2.15.0 and :2.15.0-gpu   one archive under both names:
 #                                   Debian 12 (debootstrap minbase), Debian's Python 3.11 and pip,
 #                                   `pip install tensorflow==2.15.0`; no CUDA
+#   docker.io/library/python:3.11   the Debian base alone: Debian's Python 3.11, pip, `python`
 # The names are the ones the kubelet asks containerd for: containerd's CRI plugin reads
 # `tensorflow/tensorflow:2.15.0` as `docker.io/tensorflow/tensorflow:2.15.0`.
 #
@@ -49,6 +50,7 @@ debian_packages=python3,python3-pip,python-is-python3,ca-certificates
 tensorflow_version=2.15.0
 tensorflow_names=("docker.io/tensorflow/tensorflow:$tensorflow_version"
   "docker.io/tensorflow/tensorflow:$tensorflow_version-gpu")
+python_name=docker.io/library/python:3.11
 default_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Inside a chroot during a build: the pip cache, copies of the host's pip files, a TMPDIR.
 build_mount=/.tfcompile-build
@@ -349,9 +351,44 @@ tensorflow_image() {
   done
 }
 
+# Python alone on the Debian base: the stand-in for the public python:3.11 image (Debian 12
+# with Python 3.11, pip and a `python` command), which the node's tests run stand-in programs
+# and small jobs in.
+python_digest() {
+  { base_digest; echo "python $python_name"; declare -f build_python; } | digest
+}
+
+build_python() {  # archive
+  local base
+  base=$(base_layer)
+  python3 "$helper" archive "$1" --tar "$base" --config "{
+    \"Env\": [\"PATH=$default_path\", \"LANG=C.UTF-8\"], \"Cmd\": [\"python3\"],
+    \"WorkingDir\": \"/\"}"
+}
+
+# Prints the Python image's name and archive, built if missing.
+python_image() {
+  local archive
+  archive="$cache/$(file_stem "$python_name")-$(python_digest).oci.tar"
+  if [ ! -f "$archive" ]; then
+    require_root "the Python image"
+    require_tools "Building the Python image" debootstrap=debootstrap chroot=coreutils \
+      mount=mount python3=python3
+    start_work
+    if [ ! -f "$archive" ]; then
+      say "building $python_name"
+      build_python "$archive"
+      remove_replaced "$archive" "$cache/$(file_stem "${python_name%:*}")_"
+    fi
+    finish_work
+  fi
+  printf '%s\t%s\n' "$python_name" "$archive"
+}
+
 archives() {
   pause_image
   tensorflow_image
+  python_image
 }
 
 # A private containerd (its own root, state, socket, runc root and CNI directory under a

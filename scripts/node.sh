@@ -121,6 +121,8 @@ state = "$directory/state"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = "$directory/runc"
 EOF
   start containerd containerd --config "$directory/config.toml"
   local deadline=$((SECONDS + 60))
@@ -318,8 +320,9 @@ EOF
 # are told (the kubelet's device-plugin socket, the CNI result cache), and the host's
 # KUBE-/CNI- iptables chains: what exists before the node starts is noted, so `down` removes
 # only what the node added.
+# containerd 1.6 keeps its shims' sockets in /run/containerd/s whatever its state directory.
 node_outside_paths=(/var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results
-  /var/lib/cni)
+  /var/lib/cni /run/containerd/s /run/containerd)
 
 iptables_chains() {  # the KUBE-/CNI- chains of every table, one "COMMAND TABLE CHAIN" a line
   local command table
@@ -430,6 +433,14 @@ stop_node() {
   local pid mount_point deadline hierarchy
   # Only a run that made the node's bridge has a node (and then the only one on this machine).
   [ -f "$run_directory/node-bridge" ] || return 0
+  # Each task deleted through containerd, so its shim exits and removes its socket.
+  local socket task
+  socket=$(containerd_socket)
+  if [ -S "$socket" ] && ctr -a "$socket" version >/dev/null 2>&1; then
+    for task in $(ctr -a "$socket" -n k8s.io tasks list --quiet 2>/dev/null); do
+      ctr -a "$socket" -n k8s.io tasks delete --force "$task" >/dev/null 2>&1 || true
+    done
+  fi
   for pid in $(pod_processes); do kill -KILL "$pid" 2>/dev/null || true; done
   if [ -f "$run_directory/pids/containerd" ]; then
     pid=$(cat "$run_directory/pids/containerd")
