@@ -42,6 +42,8 @@ repository=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 module="$repository/scripts/control-plane"
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 run_directory=${TFCOMPILE_CONTROL_PLANE_DIR:-${TMPDIR:-/tmp}/tfcompile-control-plane}
+# Its path without links: the kernel names mounts by it, and `down` finds them by it.
+run_directory=$(realpath -m "$run_directory")
 timeout_seconds=${TFCOMPILE_CONTROL_PLANE_TIMEOUT:-180}
 marker=.tfcompile-control-plane
 service_cluster_ip_range=10.0.0.0/24

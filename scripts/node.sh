@@ -17,8 +17,6 @@ node_address=10.244.0.1
 cluster_domain=cluster.local
 claim_pool_size=${TFCOMPILE_NODE_CLAIMS:-96}
 
-node_components=(kubelet kube-proxy)
-
 coredns_module="$repository/scripts/coredns"
 
 coredns_binary() {

@@ -186,11 +186,12 @@ def node_leftovers(run_directory: Path) -> list[str]:
     """What a node left on this machine: processes naming its run directory, pods' processes,
     mounts under it, its bridge, kube-proxy's and CNI's iptables rules, the pods' cgroups, and
     the run directory itself."""
+    names = {str(run_directory), str(run_directory.resolve())}
     found = [f"process {pid}" for pid, command in _processes()
-             if str(run_directory).encode() in command]
+             if any(name.encode() in command for name in names)]
     found += [f"mount {line.split()[4]}" for line in
               Path("/proc/self/mountinfo").read_text().splitlines()
-              if line.split()[4].startswith(str(run_directory))]
+              if any(line.split()[4].startswith(name) for name in names)]
     if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True,
                       check=False).returncode == 0:
         found.append(f"network device {BRIDGE}")
@@ -270,8 +271,15 @@ def copy_example(tmp_path: Path, example: str, replacements: dict[str, str]) -> 
     for old, new in replacements.items():
         assert old in text, old
         text = text.replace(old, new)
-    (source / "job.yaml").write_text(text)
+    (source / "job.yaml").write_text(small_requests(text))
     return Job(name, source, tmp_path / "output")
+
+
+def small_requests(text: str) -> str:
+    """A job's CPU requests cut to a quarter core each: the test node has two cores, and the
+    scheduler places a pod only where its requests fit (a roll to three workers of one core
+    each would leave one Pending)."""
+    return re.sub(r'cpu: "\d+"', "cpu: 250m", text)
 
 
 def build(job: Job, replacements: dict[str, str] | None = None) -> None:

@@ -128,8 +128,8 @@ def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
         status = pod["status"]
         assert status["phase"] == "Running"
         assert {c["type"]: c["status"] for c in status["conditions"]} == {
-            "PodScheduled": "True", "Initialized": "True", "ContainersReady": "True",
-            "Ready": "True"}
+            "PodScheduled": "True", "PodReadyToStartContainers": "True", "Initialized": "True",
+            "ContainersReady": "True", "Ready": "True"}
         assert status["podIP"].startswith("10.244.")
         container = status["containerStatuses"][0]
         assert container["restartCount"] == 0

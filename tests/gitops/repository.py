@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.cluster.local_node import LocalNode
+from tests.cluster.local_node import LocalNode, small_requests
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
 from tests.gitops.conftest import GitOps
@@ -96,6 +96,8 @@ def init_repository(gitops: GitOps, directory: Path, name: str) -> Repository:
     url = f"{gitops.git_url}/{name}.git"
     for deploy in (directory / "deploy").rglob("*.yaml"):
         deploy.write_text(deploy.read_text().replace("REPOSITORY_URL", url))
+    example = directory / "jobs" / "example" / "job.yaml"
+    example.write_text(small_requests(example.read_text()))
     repository = Repository(directory, url)
     repository.git("init", "--quiet", "--initial-branch=main")
     repository.git("remote", "add", "origin", url)
