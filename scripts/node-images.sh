@@ -19,6 +19,8 @@
 #                                   Debian 12 (debootstrap minbase), Debian's Python 3.11 and pip,
 #                                   `pip install tensorflow==2.15.0`; no CUDA
 #   docker.io/library/python:3.11   the Debian base alone: Debian's Python 3.11, pip, `python`
+#   localhost/tfcompile-test/pypy3:3.9   the base with Debian's PyPy 3.9 as `python` (the
+#                                   launcher's test under PyPy; not a public image)
 # The names are the ones the kubelet asks containerd for: containerd's CRI plugin reads
 # `tensorflow/tensorflow:2.15.0` as `docker.io/tensorflow/tensorflow:2.15.0`.
 #
@@ -51,6 +53,7 @@ tensorflow_version=2.15.0
 tensorflow_names=("docker.io/tensorflow/tensorflow:$tensorflow_version"
   "docker.io/tensorflow/tensorflow:$tensorflow_version-gpu")
 python_name=docker.io/library/python:3.11
+pypy_name=localhost/tfcompile-test/pypy3:3.9
 default_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 # Inside a chroot during a build: the pip cache, copies of the host's pip files, a TMPDIR.
 build_mount=/.tfcompile-build
@@ -385,10 +388,73 @@ python_image() {
   printf '%s\t%s\n' "$python_name" "$archive"
 }
 
+# PyPy over the base layer: Debian's pypy3 (PyPy 7.3, Python 3.9), with `python` linked to it
+# in /usr/local/bin. Not a public image: the node's tests run the launcher in it, to show it
+# runs under PyPy as under CPython. Built as the TensorFlow image is (an overlay whose upper
+# directory is the layer); the mirror, name server and package lists are the build's only.
+pypy_digest() {
+  { base_digest; echo "pypy $pypy_name"; declare -f build_pypy; } | digest
+}
+
+build_pypy() {  # archive
+  local archive=$1 base lower="$work/lower" upper="$work/upper" merged="$work/merged" mirror
+  base=$(base_layer)
+  mirror=${TFCOMPILE_DEBIAN_MIRROR:-$(python3 "$helper" mirror "$debian_suite")} \
+    || fail "set TFCOMPILE_DEBIAN_MIRROR to a Debian mirror's URL"
+  apt_proxy
+  mkdir -p "$lower" "$upper" "$work/overlay" "$merged" "$cache/debs"
+  tar --extract --file "$base" --directory "$lower" --numeric-owner --preserve-permissions
+  if [ -f /etc/resolv.conf ]; then cp --dereference /etc/resolv.conf "$lower/etc/resolv.conf"; fi
+  echo "deb $mirror $debian_suite main" >"$lower/etc/apt/sources.list"
+  mount -t overlay overlay \
+    -o "lowerdir=$lower,upperdir=$upper,workdir=$work/overlay" "$merged"
+  mount -t proc proc "$merged/proc"
+  mount --bind /dev "$merged/dev"
+  mount --bind "$cache/debs" "$merged/var/cache/apt/archives"
+  local apt=(chroot "$merged" /usr/bin/env -i PATH="$default_path" LANG=C.UTF-8
+    DEBIAN_FRONTEND=noninteractive ${http_proxy:+http_proxy=$http_proxy})
+  say "apt-get install pypy3 (log: $work/apt.log)"
+  if ! { "${apt[@]}" apt-get update && "${apt[@]}" apt-get install -y --no-install-recommends \
+      pypy3; } >"$work/apt.log" 2>&1; then
+    tail -n 25 "$work/apt.log" >&2
+    fail "apt-get install pypy3 failed"
+  fi
+  unmount_under "$merged"
+  mkdir -p "$upper/usr/local/bin"
+  ln -s /usr/bin/pypy3 "$upper/usr/local/bin/python"
+  rm -rf "$upper/var/lib/apt/lists" "$upper/var/cache/apt" "$upper/var/log" "$upper/tmp"/* \
+    "$upper/var/cache/debconf"/*-old "$upper/var/lib/dpkg"/*-old
+  python3 "$helper" archive "$archive" --tar "$base" --overlay-upper "$upper" --config "{
+    \"Env\": [\"PATH=$default_path\", \"LANG=C.UTF-8\"], \"Cmd\": [\"pypy3\"],
+    \"WorkingDir\": \"/\"}"
+}
+
+# Prints the PyPy image's name and archive, built if missing.
+pypy_image() {
+  local archive
+  archive="$cache/$(file_stem "$pypy_name")-$(pypy_digest).oci.tar"
+  if [ ! -f "$archive" ]; then
+    require_root "the PyPy image"
+    require_tools "Building the PyPy image" debootstrap=debootstrap chroot=coreutils \
+      mount=mount python3=python3
+    local started=$SECONDS
+    start_work
+    if [ ! -f "$archive" ]; then
+      say "building $pypy_name"
+      build_pypy "$archive"
+      remove_replaced "$archive" "$cache/$(file_stem "${pypy_name%:*}")_"
+    fi
+    finish_work
+    say "$pypy_name built in $((SECONDS - started)) s: $archive"
+  fi
+  printf '%s\t%s\n' "$pypy_name" "$archive"
+}
+
 archives() {
   pause_image
   tensorflow_image
   python_image
+  pypy_image
 }
 
 # A private containerd (its own root, state, socket, runc root and CNI directory under a

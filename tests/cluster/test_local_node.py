@@ -446,6 +446,106 @@ def test_parameter_server_evaluator_scores_the_last_checkpoint_then_the_job_is_r
     remove_namespace(node, namespace, job)
 
 
+# What each further example needs in its namespace beforehand (what its comments tell a user to
+# create once), and what is cut for the test node: a sweep of two trials instead of nine.
+EXAMPLE_NEEDS: dict[str, tuple[list[str], dict[str, dict[str, str]]]] = {
+    "tf-spawner": (["tf-spawner-data"],
+                   {"s3-credentials": {"access-key": "key", "secret-key": "secret"}}),
+    "tensorflow1": ([], {}),
+    "sweep": (["sweep-logs"], {}),
+}
+EXAMPLE_CUTS: dict[str, dict[str, str]] = {
+    "tf-spawner": {"  storage:\n": "  onSuccess: release\n  storage:\n"},
+    "tensorflow1": {"  storage:\n": "  onSuccess: release\n  storage:\n"},
+    "sweep": {'LEARNING_RATE: ["0.001", "0.01", "0.1"]': 'LEARNING_RATE: ["0.01"]',
+              'HIDDEN_LAYERS: ["5", "6", "7"]': 'HIDDEN_LAYERS: ["5", "6"]'},
+}
+
+
+def _owned_by_stateful_set(pod: dict[str, Any]) -> bool:
+    return any(owner["kind"] == "StatefulSet"
+               for owner in pod["metadata"].get("ownerReferences") or [])
+
+
+@pytest.mark.end_to_end  # real TensorFlow
+@pytest.mark.parametrize("example", sorted(EXAMPLE_NEEDS))
+def test_each_further_example_trains_to_success_and_releases_itself_in_its_image(
+        node: LocalNode, tmp_path: Path, example: str) -> None:
+    """tf-spawner, tensorflow1 and sweep, as committed but for `onSuccess: release` (and two
+    trials of the sweep): each compiled job runs in the image it names, every task records
+    success, and the job's own pods scale it to zero."""
+    started = time.monotonic()
+    job = copy_example(tmp_path, example, EXAMPLE_CUTS[example])
+    build(job)
+    namespace = fresh_namespace(node)
+    claims, secrets = EXAMPLE_NEEDS[example]
+    for claim in claims:
+        (tmp_path / f"{claim}.json").write_text(json.dumps({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteMany"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}))
+        node.kubectl("apply", "--server-side", "-f", str(tmp_path / f"{claim}.json"))
+    for secret, data in secrets.items():
+        node.kubectl("create", "secret", "generic", secret, "-n", namespace,
+                     *(f"--from-literal={key}={value}" for key, value in data.items()))
+    directories = sorted(path for path in job.output.iterdir() if path.is_dir())
+    assert len(directories) == (2 if example == "sweep" else 1), directories
+    for directory in directories:
+        apply(node, directory, namespace)
+
+    def released() -> bool:
+        counts = [item["spec"]["replicas"] for item in node.get(
+            "statefulsets", "-n", namespace)["items"]]
+        return bool(counts) and set(counts) == {0} and not any(
+            _owned_by_stateful_set(pod) for pod in pods(node, namespace).values())
+
+    wait_for(f"{example} to release itself", released, TRAINING_TIMEOUT,
+             lambda: node.log()[-4000:])
+    for directory in directories:
+        records = node.get("configmap", f"{directory.name}-state", "-n", namespace)["data"]
+        revision = job_revision(Job(directory.name, job.source, job.output))
+        assert records and all(value.startswith(f"succeeded {revision}")
+                               for key, value in records.items()
+                               if not key.startswith(("failed-", "result"))), records
+    print(f"{example} trained and released itself in {time.monotonic() - started:.0f} s")
+    remove_namespace(node, namespace, job)
+
+
+PYTHON_REPORT = """\
+import platform, sys
+print("training under", platform.python_implementation(), platform.python_version(), flush=True)
+"""
+
+
+@pytest.mark.parametrize(("image", "implementation"), [
+    ("python:3.11", "CPython 3.11"), ("localhost/tfcompile-test/pypy3:3.9", "PyPy 3.9")])
+def test_the_launcher_runs_under_each_python_the_image_contract_allows(
+        node: LocalNode, tmp_path: Path, image: str, implementation: str) -> None:
+    """The launcher in a real container of Debian's CPython and of Debian's PyPy: it gates,
+    runs the training, records success and releases the job, as in a TensorFlow image."""
+    name = f"python-{uuid.uuid4().hex[:6]}"
+    source = tmp_path / name
+    source.mkdir()
+    (source / "report.py").write_text(PYTHON_REPORT)
+    (source / "job.yaml").write_text(job_text(
+        name, image=image, script="report.py", command=None, spec_lines="args: []",
+        roles="worker: {replicas: 2}") + "  onSuccess: release\n")
+    job = Job(name, source, tmp_path / "output")
+    build(job)
+    namespace = fresh_namespace(node)
+    apply(node, job.compiled, namespace)
+    wait_for("the job to release itself", lambda: released(node, namespace, job),
+             TRAINING_TIMEOUT, lambda: node.log()[-3000:])
+    revision = job_revision(job)
+    assert state_records(node, namespace, job) == {
+        "worker-0": f"succeeded {revision}", "worker-1": f"succeeded {revision}"}
+    for index in range(2):
+        lines = node.pod_lines(namespace, job.pod("worker", index))
+        assert any(line.startswith(f"training under {implementation}") for line in lines), lines
+    remove_namespace(node, namespace, job)
+
+
 # The training command of the failing jobs: it probes what the pod's own token may do through
 # `kubernetes.default.svc` (the pod's CA checks the API server): grow its job, scale another
 # job, touch its StatefulSet itself, list, read Secrets, delete its pod, record for another task;
