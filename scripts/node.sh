@@ -288,8 +288,13 @@ volumeBindingMode: Immediate
 reclaimPolicy: Retain
 EOF
 )
+  # Open to every user, as the usual ReadWriteMany provisioners make their volumes (an NFS
+  # share's directory, Azure Files' default mount permissions 0777): the kubelet applies a
+  # pod's fsGroup to a local volume only at its first mount, and not when that mount is
+  # read-only (a TensorBoard pod's), so a volume first mounted read-only would stay root's.
   for ((index = 0; index < claim_pool_size; index++)); do
     mkdir -p "$volumes/volume-$index"
+    chmod 0777 "$volumes/volume-$index"
     objects+=$(cat <<EOF
 
 ---

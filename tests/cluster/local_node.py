@@ -129,14 +129,24 @@ class LocalNode:
                           in self.logs.timeline()] + ["--- kubelet:"]
                          + kubelet.splitlines()[-15:])
 
-    def runtime_containers(self, namespace: str) -> list[str]:
-        """The container runtime's containers (sandboxes included) of a namespace's pods."""
-        listed = subprocess.run(
+    def _ctr(self, *arguments: str) -> str:
+        return subprocess.run(
             ["ctr", "-a", str(self.run_directory / "containerd" / "containerd.sock"), "-n",
-             "k8s.io", "containers", "list", "--quiet",
-             f'labels."io.kubernetes.pod.namespace"=={namespace}'],
-            capture_output=True, text=True, check=True, timeout=60)
-        return listed.stdout.split()
+             "k8s.io", *arguments], capture_output=True, text=True, check=True,
+            timeout=60).stdout
+
+    def running_containers(self, namespace: str) -> list[str]:
+        """The container runtime's running tasks (sandboxes included) of a namespace's pods.
+        The kubelet keeps a stopped pod sandbox a while before it removes it; a stopped one
+        runs nothing."""
+        ours = set(self._ctr("containers", "list", "--quiet",
+                             f'labels."io.kubernetes.pod.namespace"=={namespace}').split())
+        running = []
+        for line in self._ctr("tasks", "list").splitlines()[1:]:
+            fields = line.split()
+            if fields and fields[0] in ours and fields[-1] == "RUNNING":
+                running.append(fields[0])
+        return running
 
     def pod_lines(self, namespace: str, pod: str) -> list[str]:
         """What the pod of that name printed, every incarnation and restart, in order."""

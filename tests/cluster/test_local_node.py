@@ -310,7 +310,7 @@ def test_a_suspended_job_has_no_processes(node: LocalNode, tmp_path: Path) -> No
     wait_for("no pods", lambda: not pods(node, namespace), 120)
     wait_for("no processes", lambda: not (processes_of_pod(job.pod("worker", 0))
                                           or processes_of_pod(job.pod("worker", 1))), 60)
-    assert node.runtime_containers(namespace) == []
+    assert node.running_containers(namespace) == []
     # Storage is kept: the claim and the checkpoint stay for when the job resumes.
     claim = node.get("persistentvolumeclaim", f"{job.name}-shared", "-n", namespace)
     assert claim["status"]["phase"] == "Bound"
