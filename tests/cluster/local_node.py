@@ -192,10 +192,15 @@ def _kubepods_cgroups() -> list[str]:
     return [str(path) for path in Path("/sys/fs/cgroup").glob("*/kubepods")]
 
 
-def node_leftovers(run_directory: Path) -> list[str]:
+# Where the kubelet and containerd write outside the run directory whatever they are told (the
+# device-plugin socket, the CNI result cache, the shims' sockets).
+OUTSIDE_PATHS = (Path("/var/lib/kubelet"), Path("/var/lib/cni"), Path("/run/containerd"))
+
+
+def node_leftovers(run_directory: Path, outside_before: set[Path] | None = None) -> list[str]:
     """What a node left on this machine: processes naming its run directory, pods' processes,
-    mounts under it, its bridge, kube-proxy's and CNI's iptables rules, the pods' cgroups, and
-    the run directory itself."""
+    mounts under it, its bridge, kube-proxy's and CNI's iptables rules, the pods' cgroups, the
+    run directory itself, and the outside paths that were not there before it started."""
     names = {str(run_directory), str(run_directory.resolve())}
     found = [f"process {pid}" for pid, command in _processes()
              if any(name.encode() in command for name in names)]
@@ -209,6 +214,9 @@ def node_leftovers(run_directory: Path) -> list[str]:
     found += [f"cgroup {path}" for path in _kubepods_cgroups()]
     if run_directory.exists():
         found.append(f"directory {run_directory}")
+    if outside_before is not None:
+        found += [f"path {path}" for path in OUTSIDE_PATHS
+                  if path.exists() and path not in outside_before]
     return found
 
 
@@ -224,6 +232,7 @@ def start_local_node(run_directory: Path,
     yield the node and what `up` printed, then `down`; afterwards nothing of the node may be
     left on this machine."""
     environment = up_environment(run_directory)
+    outside_before = {path for path in OUTSIDE_PATHS if path.exists()}
     follower: threading.Thread | None = None
     logs = _PodLogs(run_directory / "pod-logs")
     try:
@@ -251,7 +260,8 @@ def start_local_node(run_directory: Path,
         assert down.returncode == 0, down.stderr
     # A process `down` stopped may still be leaving the process table for a moment.
     deadline = time.monotonic() + 10
-    while (leftovers := node_leftovers(run_directory)) and time.monotonic() < deadline:
+    while ((leftovers := node_leftovers(run_directory, outside_before))
+           and time.monotonic() < deadline):
         time.sleep(0.2)
     assert leftovers == [], f"`down` left these behind: {leftovers}"
 
