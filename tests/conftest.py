@@ -183,16 +183,5 @@ def _fast_tier_runs_no_program_but_kustomize(request: pytest.FixtureRequest,
     monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the tests of one control plane run in one worker: the tests that run
-    pods share the session's real node (tests/node_fixture.py), the other cluster tests the
-    cluster tier's control plane; each starts once, not once per worker."""
-    for item in items:
-        if "real_node" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("node"))
-        elif "tests/cluster/" in item.nodeid.replace("\\", "/"):
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-
-
 # The session's real node, for the tests that run pods (imported last: it builds on the above).
 from tests.node_fixture import real_node  # noqa: E402, F401

@@ -36,9 +36,8 @@ from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
 
-pytestmark = [
-    pytest.mark.cluster,
-]
+# Every test that runs pods shares the session's real node, on one xdist worker.
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("node")]
 
 REVISION_ANNOTATION = "tfcompile.dev/revision"
 STAND_IN = """\

@@ -40,7 +40,9 @@ from tests.gitops.repository import (
 )
 from tfcompile.compiler.objects.names import trial_name
 
-pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end]
+# On the session's real node, with every other test that runs pods: one xdist worker.
+pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end,
+              pytest.mark.xdist_group("node")]
 
 ARGO_CD = "argocd"
 PUSH_TO_APPLIED_SECONDS = 15.0  # the tier's two 5 s periods (compare, head cache), then the sync

@@ -39,7 +39,9 @@ from tests.gitops.repository import (
     wait_released,
 )
 
-pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end]
+# On the session's real node, with every other test that runs pods: one xdist worker.
+pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end,
+              pytest.mark.xdist_group("node")]
 
 FLUX = "flux-system"
 NAME = "training-jobs"  # of the GitRepository and the Kustomization `init` writes
