@@ -1,8 +1,8 @@
 """The session's real node: one `scripts/control-plane.sh up --node --gitops both` for every test
-that runs pods (the cluster tier's node tests and the GitOps tier), since kube-proxy owns the
-host's iptables chains and so one node runs on a machine at a time. Its tests share one xdist
-worker (tests/conftest.py groups every test that asks for `real_node`); `down` runs after the
-last of them and must leave nothing behind.
+that runs pods (the cluster tier's node tests and the GitOps tier, marker `node`), since
+kube-proxy owns the host's iptables chains and so one node runs on a machine at a time.
+scripts/test.sh runs these tests in a pytest process of their own, beside the others; `down`
+runs after the last of them and must leave nothing behind.
 """
 
 from __future__ import annotations

@@ -37,8 +37,7 @@ from tests.go_modules import (
 )
 from tests.test_gang_scheduling import JOB_NAME, gang_job
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 FIELD_MANAGER = "gitops-controller"

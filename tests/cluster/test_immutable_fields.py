@@ -22,8 +22,7 @@ from tests.conftest import job_text
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 STATEFUL_SET_FILE = "statefulset-recreate-worker.yaml"

@@ -21,8 +21,7 @@ from tests.cluster.conftest import Cluster
 from tests.cluster.test_lifecycle import Job, can, deploy
 from tests.cluster.waiting import wait_for
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 RELEASE = "  onSuccess: release\n"
 WAIT_SECONDS = 60.0

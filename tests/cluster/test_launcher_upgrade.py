@@ -36,8 +36,8 @@ from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
 
-# Every test that runs pods shares the session's real node, on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("node")]
+# Every test that runs pods shares the session's real node (marker `node`).
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 REVISION_ANNOTATION = "tfcompile.dev/revision"
 STAND_IN = """\

@@ -33,8 +33,7 @@ from tests.test_argo_cd_health import health
 from tests.test_printable import controls
 from tfcompile.compiler.printable import printable
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 

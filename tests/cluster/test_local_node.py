@@ -40,8 +40,8 @@ from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
 from tests.node_fixture import RealNode
 
-# Every test that runs pods shares the session's real node, on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("node")]
+# Every test that runs pods shares the session's real node (marker `node`).
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 ACCURACY_BAR = 0.90
 TRAINING_TIMEOUT = 600.0  # two cores shared with other work: generous, but bounded

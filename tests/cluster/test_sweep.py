@@ -32,8 +32,8 @@ from tests.conftest import job_text
 from tests.node_fixture import RealNode
 from tfcompile.compiler.objects.names import trial_name
 
-# Every test that runs pods shares the session's real node, on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("node")]
+# Every test that runs pods shares the session's real node (marker `node`).
+pytestmark = [pytest.mark.cluster, pytest.mark.node]
 
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 TIMEOUT = 300.0

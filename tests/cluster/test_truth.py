@@ -33,8 +33,7 @@ from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, parse_manifests
 from tfcompile.compiler.rendering.quantities import parse_quantity
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 
 def example_of(job: str) -> str:

@@ -12,8 +12,7 @@ import pytest
 from tests.cluster.conftest import Cluster
 from tests.conftest import OUTPUT, job_text
 
-# The cluster tier's control plane serves every test of this tier on one xdist worker.
-pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster")]
+pytestmark = pytest.mark.cluster
 
 EXAMPLES = sorted(path.name for path in OUTPUT.iterdir() if (path / "kustomization.yaml").is_file())
 TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")

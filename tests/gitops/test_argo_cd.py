@@ -40,9 +40,9 @@ from tests.gitops.repository import (
 )
 from tfcompile.compiler.objects.names import trial_name
 
-# On the session's real node, with every other test that runs pods: one xdist worker.
+# On the session's real node, with every other test that runs pods (marker `node`).
 pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end,
-              pytest.mark.xdist_group("node")]
+              pytest.mark.node]
 
 ARGO_CD = "argocd"
 PUSH_TO_APPLIED_SECONDS = 15.0  # the tier's two 5 s periods (compare, head cache), then the sync

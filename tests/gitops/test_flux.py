@@ -39,9 +39,9 @@ from tests.gitops.repository import (
     wait_released,
 )
 
-# On the session's real node, with every other test that runs pods: one xdist worker.
+# On the session's real node, with every other test that runs pods (marker `node`).
 pytestmark = [pytest.mark.gitops, pytest.mark.cluster, pytest.mark.end_to_end,
-              pytest.mark.xdist_group("node")]
+              pytest.mark.node]
 
 FLUX = "flux-system"
 NAME = "training-jobs"  # of the GitRepository and the Kustomization `init` writes
