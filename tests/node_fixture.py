@@ -11,10 +11,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.cluster.local_node import LocalNode, start_local_node
+if TYPE_CHECKING:  # tests.conftest imports this module, and local_node imports tests.conftest
+    from tests.cluster.local_node import LocalNode
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealNode]:
     if os.geteuid() != 0:
         pytest.fail("the node's tests run a kubelet and a container runtime, which need root",
                     pytrace=False)
+    from tests.cluster.local_node import start_local_node
+
     run_directory: Path = tmp_path_factory.mktemp("node") / "run"
     with start_local_node(run_directory, "--gitops", "both") as (node, lines):
         yield RealNode(node, lines)

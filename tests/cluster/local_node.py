@@ -61,8 +61,17 @@ class _PodLogs:
 
     def read(self) -> None:
         with self._lock:
-            for path in sorted(self.directory.glob("*/*/*.log*")):
+            for path in self._files():
                 self._read_file(path)
+
+    def _files(self) -> list[Path]:
+        """The log files there now; a pod's directory the kubelet removes while it is listed
+        is skipped (its lines read so far are kept)."""
+        found: list[Path] = []
+        for directory in _listing(self.directory):
+            for container in _listing(directory):
+                found.extend(path for path in _listing(container) if ".log" in path.name)
+        return sorted(found)
 
     def _read_file(self, path: Path) -> None:
         # Directories are NAMESPACE_POD_UID; files CONTAINER/RESTARTS.log.
@@ -93,6 +102,13 @@ class _PodLogs:
     def timeline(self) -> list[tuple[str, str, str, str]]:
         self.read()
         return sorted(self.lines)
+
+
+def _listing(directory: Path) -> list[Path]:
+    try:
+        return list(directory.iterdir())
+    except OSError:  # gone, or not a directory
+        return []
 
 
 @dataclass(frozen=True)
