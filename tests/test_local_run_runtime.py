@@ -92,13 +92,29 @@ def _processes_mentioning(words: list[str]) -> list[str]:
     return found
 
 
+def _of_the_node(mount_point: str) -> bool:
+    """Whether a mount belongs to a real node of the test suite (scripts/control-plane.sh up
+    --node, whose pods come and go while these tests run beside them): it lies in a control
+    plane's run directory, marked at its top."""
+    path = Path(mount_point)
+    return any((parent / ".tfcompile-control-plane").exists() for parent in path.parents)
+
+
+def _node_link(name: str) -> bool:
+    """The real node's bridge and its pods' veths (their master is the bridge)."""
+    master = Path(f"/sys/class/net/{name}/master")
+    return name == "tfcompile0" or (master.exists() and master.resolve().name == "tfcompile0")
+
+
 def host_state() -> dict[str, object]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
+    mounts = [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
+              if not _of_the_node(line.split()[4])]
     return {
         "ip netns": netns.stdout,
-        "links": sorted(os.listdir("/sys/class/net")),
+        "links": sorted(name for name in os.listdir("/sys/class/net") if not _node_link(name)),
         "/etc/netns": sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else None,
-        "mounts": Path("/proc/self/mountinfo").read_text(),
+        "mounts": mounts,
         "/opt/tfcompile": os.path.exists("/opt/tfcompile"),
         "/mnt/shared": os.path.exists("/mnt/shared"),
         "hostname": os.uname().nodename,

@@ -298,7 +298,13 @@ def _swap_race(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callabl
     assert final.status == 0, final.stderr
     for name in names:
         assert (output / name / "kustomization.yaml").is_file()
-    assert run_cli(*arguments, "--check").status == 0
+    # The files of their own kept in the job directories are kept, and --check names them
+    # (the tree Argo CD syncs is tfcompile's own); nothing else is out of place.
+    for name in names:
+        assert (output / name / "NOTES.md").read_text() == f"notes of {name}\n"
+    checked = run_cli(*arguments, "--check")
+    assert checked.status == 1, checked.stderr
+    assert checked.stderr.count("not written by tfcompile") == 2 * len(names), checked.stderr
     assert not [p for p in output.iterdir() if p.name.startswith(".tfcompile-")]
     assert outcomes.get("built", 0) > 0
     print(f"{builds} builds racing {swaps.strip()} swaps: {outcomes}; "

@@ -515,7 +515,7 @@ def test_mnist_saves_on_sigterm_and_resumes_from_that_step(
     """SIGTERM one worker mid-epoch (a pod deleted, evicted or drained): every worker saves the
     backup after the same step and exits 143; restarted, they resume at the next step."""
     shared = workdir / "shared"
-    steps, epochs = 40, 3
+    steps, epochs = 80, 3
     cluster = make_cluster(worker=2)
     argv = [str(EXAMPLES / "mnist" / "train.py"), "--epochs", str(epochs),
             "--steps-per-epoch", str(steps), "--shared-dir", str(shared)]
@@ -528,7 +528,9 @@ def test_mnist_saves_on_sigterm_and_resumes_from_that_step(
     def sigterm_in_second_epoch() -> None:
         if signalled_at or not victim_log.exists() or not progress_records(victim_log):
             return
-        time.sleep(0.5)
+        # Soon after the first epoch, so that the signal lands mid-epoch even when the steps are
+        # quick (an idle machine runs an epoch of 40 steps in well under a second).
+        time.sleep(0.1)
         assert victim.process is not None
         victim.process.send_signal(signal.SIGTERM)
         signalled_at.append(time.monotonic())
