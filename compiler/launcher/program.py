@@ -149,10 +149,18 @@ def exit_quietly(number: int, frame: object) -> NoReturn:
     sys.exit(0)
 
 
+# Signals that came after the training ended, while its outcome was being recorded (and the job
+# released): the record is finished first, then the launcher exits. A stop recorded then would
+# overwrite the task's success (the release of a job stops its own pods).
+DEFERRED_SIGNALS: list[int] = []
+
+
 def idle(reason: str) -> NoReturn:
     say(reason + "; idling (delete or suspend the job to stop)")
     signal.signal(signal.SIGTERM, exit_quietly)
     signal.signal(signal.SIGINT, exit_quietly)
+    if DEFERRED_SIGNALS:
+        sys.exit(0)
     while True:
         time.sleep(3600)
 
@@ -189,6 +197,9 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
     child: subprocess.Popen[bytes] | None = None
 
     def forward(number: int, frame: object) -> None:
+        if child is not None and child.poll() is not None:
+            DEFERRED_SIGNALS.append(number)  # the training has ended: record its outcome first
+            return
         if not stopping:
             state.record_stop()
         stopping.append(number)
