@@ -47,6 +47,9 @@ def _build(arguments: argparse.Namespace) -> int:
         shown = ", ".join(display_path(path) for path in outcome.inputs)
         print(f"tfcompile: no job spec (kind: TrainingJob) found in {shown}; nothing to build "
               f"and nothing to prune in {settings.output}", file=sys.stderr)
+        if outcome.changed_files:
+            print(f"tfcompile: wrote {settings.output / 'README.md'}, which keeps the "
+                  "directory in git with no job in it (the path Flux reads)", file=sys.stderr)
         return EXIT_OK
     if outcome.result is Result.REFUSED:
         for refusal in outcome.refusals:

@@ -24,6 +24,13 @@ from tfcompile.compiler.kubernetes_versions import (
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"
 OUTPUT = REPOSITORY / "output"
+
+
+def job_directories(output: Path) -> list[Path]:
+    """The job directories of an output tree, sorted: its directories (the tree also holds
+    tfcompile's README.md, and a killed build's `.tfcompile-*` leftovers are not jobs)."""
+    return sorted(path for path in output.iterdir()
+                  if path.is_dir() and not path.name.startswith("."))
 OVERLAYS = REPOSITORY / "overlays"
 KUBECONFORM_CACHE = REPOSITORY / ".cache" / "kubeconform-schemas"  # git-ignored
 

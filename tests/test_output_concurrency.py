@@ -81,7 +81,7 @@ def _finish(process: subprocess.Popen[str]) -> tuple[int, str]:
 def _snapshot(output: Path) -> Tree:
     tree: Tree = {}
     for directory in sorted(output.iterdir()):
-        if directory.name.startswith("."):
+        if directory.name.startswith(".") or not directory.is_dir():
             continue
         tree[directory.name] = {f.name: f.read_bytes() for f in sorted(directory.iterdir())}
     return tree

@@ -384,7 +384,7 @@ def test_a_killed_builds_leftover_that_is_a_link_or_very_deep_is_removed_alone(
     job.write_text(job.read_text().replace("replicas: 2", "replicas: 4"))
     result = run_cli("build", "jobs")
     assert result.status == 0, result.stderr
-    assert sorted(p.name for p in output.iterdir()) == ["a", "b"]
+    assert sorted(p.name for p in output.iterdir()) == ["README.md", "a", "b"]
     assert not deep.exists()
     assert snapshot(outside.parent) == before
 

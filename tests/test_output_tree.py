@@ -100,7 +100,7 @@ def test_a_removed_job_loses_its_directory_but_foreign_files_stay(
     repository = _copy_examples(tmp_path)
     monkeypatch.chdir(repository)
     assert run_cli("build", "examples").status == 0
-    (repository / "output" / "README.md").write_text("hand-written\n")
+    (repository / "output" / "NOTES.md").write_text("hand-written\n")
     (repository / "output" / "mnist" / "NOTES.md").write_text("mine\n")
     hand_made = repository / "output" / "hand-made"
     hand_made.mkdir()
@@ -114,7 +114,7 @@ def test_a_removed_job_loses_its_directory_but_foreign_files_stay(
             "what tfcompile did not write: NOTES.md") in result.stderr
     assert not (repository / "output" / "tf-spawner").exists()
     assert sorted(p.name for p in (repository / "output" / "mnist").iterdir()) == ["NOTES.md"]
-    assert (repository / "output" / "README.md").read_text() == "hand-written\n"
+    assert (repository / "output" / "NOTES.md").read_text() == "hand-written\n"
     assert (hand_made / "kustomization.yaml").exists()
     assert (repository / "output" / "parameter-server" / "kustomization.yaml").exists()
 
@@ -149,7 +149,7 @@ def test_several_jobs_in_one_call_from_files_and_directories(
     output = tmp_path / "output"
     result = run_cli("build", str(single), str(tmp_path / "b"), "-o", str(output))
     assert result.status == 0, result.stderr
-    assert sorted(p.name for p in output.iterdir()) == ["demo", "second"]
+    assert sorted(p.name for p in output.iterdir()) == ["README.md", "demo", "second"]
 
 
 def test_a_change_to_an_immutable_statefulset_field_is_stopped_with_the_way_out(
@@ -200,7 +200,7 @@ def test_building_one_job_leaves_the_other_jobs_alone(
     assert result.status == 0, result.stderr
     assert "pruned" not in result.stderr
     after = _tree(repository / "output")
-    assert sorted({p.split("/")[0] for p in after}) == ["a", "b", "c"]
+    assert sorted({p.split("/")[0] for p in after}) == ["README.md", "a", "b", "c"]
     assert {p: t for p, t in after.items() if not p.startswith("a/")} == {
         p: t for p, t in before.items() if not p.startswith("a/")}
     assert after["a/statefulset-a-worker.yaml"] != before["a/statefulset-a-worker.yaml"]
@@ -224,7 +224,7 @@ def test_a_job_whose_spec_is_gone_is_pruned_by_a_build_of_other_jobs_and_check_s
     result = run_cli("build", "jobs/a")
     assert result.status == 0, result.stderr
     assert "pruned output/c (its source jobs/c/job.yaml no longer exists)" in result.stderr
-    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a", "b"]
     assert run_cli("build", "jobs", "--check").status == 0
 
 
@@ -240,7 +240,7 @@ def test_a_renamed_job_prunes_the_old_name_because_its_spec_no_longer_defines_it
     result = run_cli("build", "jobs/b")
     assert result.status == 0, result.stderr
     assert "pruned output/b (its source jobs/b/job.yaml no longer defines job b)" in result.stderr
-    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b2"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a", "b2"]
 
 
 NOT_A_JOB_ANY_MORE = {
@@ -309,7 +309,7 @@ def test_a_job_goes_when_its_spec_is_gone_or_loads_and_no_longer_names_it(
     assert result.status == 0, result.stderr
     assert "pruned output/b (its source jobs/b/job.yaml no longer defines job b)" in result.stderr
     assert "pruned output/c (its source jobs/c/job.yaml no longer exists)" in result.stderr
-    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a"]
 
 
 def test_a_quoted_or_commented_kind_line_is_still_a_job_file(
@@ -323,7 +323,7 @@ def test_a_quoted_or_commented_kind_line_is_still_a_job_file(
         job = repository / "jobs" / name / "job.yaml"
         job.write_text(job.read_text().replace("kind: TrainingJob", line, 1))
     assert run_cli("build", "jobs").status == 0
-    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a", "b"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a", "b"]
     job = repository / "jobs" / "a" / "job.yaml"
     job.write_text(job.read_text().replace("replicas: 2", "replicas: 3"))
     check = run_cli("build", "jobs", "--check")
@@ -346,7 +346,7 @@ def test_check_fails_on_whatever_the_output_tree_holds_that_tfcompile_did_not_wr
     (output / "hand-made").mkdir()
     (output / "hand-made" / "kustomization.yaml").write_text("resources: [pod.yaml]\n")
     (output / "hand-made" / "pod.yaml").write_text("kind: Pod\nspec: {hostPID: true}\n")
-    (output / "README.md").write_text("notes\n")
+    (output / "NOTES.md").write_text("notes\n")
     (output / "a" / "extra.yaml").write_text("kind: Pod\n")
     (output / "a" / "folder").mkdir()
     os.symlink("a", output / "link")
@@ -362,7 +362,7 @@ def test_check_fails_on_whatever_the_output_tree_holds_that_tfcompile_did_not_wr
     assert check.stdout == ""
     assert [line for line in check.stderr.splitlines()
             if line.startswith("tfcompile: output")] == [
-        "tfcompile: output/README.md: a file tfcompile did not write",
+        "tfcompile: output/NOTES.md: a file tfcompile did not write",
         "tfcompile: output/a/extra.yaml: not written by tfcompile (its kustomization.yaml does "
         "not list it)",
         "tfcompile: output/a/folder: not written by tfcompile (its kustomization.yaml does not "
@@ -386,7 +386,7 @@ def test_check_fails_on_whatever_the_output_tree_holds_that_tfcompile_did_not_wr
             in result.stderr.splitlines())
     assert not (output / ".tfcompile-new-1-a").exists()
     assert _tree(output) == before
-    for entry in ("hand-made", "README.md", "a/extra.yaml", "a/folder", "link", "unsourced"):
+    for entry in ("hand-made", "NOTES.md", "a/extra.yaml", "a/folder", "link", "unsourced"):
         path = output / entry
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -470,7 +470,7 @@ def test_removing_the_last_job_removes_its_directory_and_says_so(
     result = run_cli("build", "jobs")
     assert result.status == 0, result.stderr
     assert "pruned output/only (its source jobs/only/job.yaml no longer exists)" in result.stderr
-    assert list((repository / "output").iterdir()) == []
+    assert [p.name for p in (repository / "output").iterdir()] == ["README.md"]
     again = run_cli("build", "jobs")
     assert again.status == 0
     assert "nothing to build and nothing to prune" in again.stderr
@@ -639,7 +639,7 @@ def test_what_tfcompile_keeps_in_a_job_directory_survives_a_rebuild_as_it_was(
     assert (directory / "extra" / "patch.yaml").read_text() == "kind: Patch\n"
     assert os.readlink(directory / "link") == str(outside)
     assert outside.read_text() == "outside\n"
-    assert [p.name for p in (repository / "output").iterdir()] == ["a"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a"]
 
 
 def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_stay(
@@ -657,7 +657,7 @@ def test_without_directory_swaps_files_are_replaced_one_by_one_and_kept_files_st
     shutil.rmtree(repository / "jobs" / "b")
     result = run_cli("build", "jobs")
     assert result.status == 0, result.stderr
-    assert sorted(p.name for p in (repository / "output").iterdir()) == ["a"]
+    assert sorted(p.name for p in (repository / "output").iterdir()) == ["README.md", "a"]
     assert [p.name for p in sorted((repository / "output" / "a").iterdir())
             if not p.name.startswith("configmap-a-launcher-")] == [
         "NOTES.md", "configmap-a-state.yaml", "kustomization.yaml", "role-a-launcher.yaml",

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import OVERLAYS, Result
+from tests.conftest import OVERLAYS, Result, job_directories
 from tfcompile.compiler.cli import main
 from tfcompile.compiler.rendering.kustomize import render
 
@@ -26,7 +26,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     output = tmp_path_factory.mktemp("ported") / "output"
     assert main(["build", str(PORTED), "-o", str(output), "--overlays", str(OVERLAYS)]) == 0
     documents: dict[str, dict[str, Any]] = {}
-    for directory in sorted(output.iterdir()):
+    for directory in job_directories(output):
         for document in YAML(typ="safe").load_all(render(directory)):
             documents[f"{document['kind']}/{document['metadata']['name']}"] = document
     return documents
@@ -50,7 +50,7 @@ def test_each_ported_job_validates(name: str, tmp_path: Path,
     output = tmp_path / "output"
     assert run_cli("build", str(PORTED / f"{name}.yaml"), "-o", str(output), "--overlays",
                    str(OVERLAYS)).status == 0
-    (directory,) = output.iterdir()
+    (directory,) = job_directories(output)
     result = run_cli("validate", str(directory))
     assert result.status == 0, result.stdout
     assert "error:" not in result.stdout

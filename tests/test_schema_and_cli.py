@@ -77,7 +77,8 @@ def test_no_job_found_is_said_and_is_not_an_error_when_nothing_is_to_prune(
     assert result.status == 0
     assert "no job spec (kind: TrainingJob) found" in result.stderr
     assert "nothing to build and nothing to prune" in result.stderr
-    assert not (tmp_path / "out").exists()
+    # The output directory holds its README alone: the path Flux reads stays in git.
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["README.md"]
     result = run_cli("build", str(tmp_path / "mistyped"), "-o", str(tmp_path / "out"))
     assert result.status == 2
     assert "no such file or directory" in result.stderr

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
+from tests.conftest import EXAMPLES, OVERLAYS, Result, job_directories, job_text
 from tests.test_spec_errors import _refused_at
 from tfcompile.compiler.objects.names import trial_name
 from tfcompile.spec.sweep import MAXIMUM_TRIALS
@@ -41,7 +41,7 @@ def build(run_cli: Callable[..., Result], text: str, root: Path) -> list[str]:
     (root / "jobs" / "job.yaml").write_text(text)
     result = run_cli("build", str(root / "jobs"), "-o", str(root / "output"))
     assert result.status == 0, result.stderr
-    return sorted(path.name for path in (root / "output").iterdir())
+    return [path.name for path in job_directories(root / "output")]
 
 
 def load(path: Path) -> Any:
@@ -82,8 +82,8 @@ def test_building_another_job_keeps_every_trial_of_a_sweep(
     (tmp_path / "jobs" / "other").mkdir()
     (tmp_path / "jobs" / "other" / "job.yaml").write_text(job_text("other"))
     assert run_cli("build", "jobs").status == 0
-    before = sorted(path.name for path in (tmp_path / "output").iterdir())
-    assert len(before) == 7
+    before = sorted(path.name for path in (tmp_path / "output").iterdir())  # README.md too
+    assert len(before) == 8
     result = run_cli("build", "jobs/other")
     assert result.status == 0, result.stderr
     assert "prune" not in result.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import job_text
+from tests.conftest import job_directories, job_text
 from tfcompile.compiler.checking.validation import (
     DEFAULT_KUBERNETES_VERSION,
     KubernetesVersionError,
@@ -73,7 +73,7 @@ EXAMPLE_NAMES = sorted(path.parent.name for path in EXAMPLES.glob("*/job.yaml"))
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_compiled_examples_validate_cleanly(example: str, tmp_path: Path) -> None:
     compile_example(example, tmp_path / "output")
-    jobs = sorted((tmp_path / "output").iterdir())  # the sweep's: a job per trial
+    jobs = job_directories(tmp_path / "output")  # the sweep's: a job per trial
     assert len(jobs) == (9 if example == "sweep" else 1)
     for job in jobs:
         report = validate(job)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.conftest import Result, job_text
+from tests.conftest import Result, job_directories, job_text
 from tfcompile.compiler.checking.status import as_json, as_text, job_status
 from tfcompile.compiler.checking.validation import validate
 from tfcompile.compiler.local_run.job import success_pods
@@ -28,7 +28,7 @@ def build(tmp_path: Path, run_cli: Callable[..., Result], text: str) -> Path:
     source.write_text(text, encoding="utf-8")
     result = run_cli("build", str(source), "-o", str(tmp_path / "output"))
     assert result.status == 0, result.stderr
-    (directory,) = (tmp_path / "output").iterdir()
+    (directory,) = job_directories(tmp_path / "output")
     return directory
 
 
@@ -102,7 +102,7 @@ def test_a_sweep_without_the_launcher_gets_no_result_file(
     source.parent.mkdir(parents=True)
     source.write_text(job_text(spec_lines="launcher: none\nsweep: {parameters: {RATE: ['1']}}"))
     assert run_cli("build", str(source), "-o", str(tmp_path / "output")).status == 0
-    (directory,) = (tmp_path / "output").iterdir()
+    (directory,) = job_directories(tmp_path / "output")
     worker = next(document for name, document in documents(directory).items()
                   if name.startswith("statefulset-"))
     names = [entry["name"] for entry in tensorflow_container(worker)["env"]]

@@ -131,8 +131,11 @@ def _full_build(settings: BuildSettings, environment: str, unchanged: Mapping[Pa
     else:
         notes += tuple(f"{entry}; kept, and `build --check` fails on it (the tree Argo CD and "
                        "Flux sync holds only what tfcompile writes)" for entry in foreign)
-    if not compilation.jobs and not changes.prunes and not (check and foreign):
-        return BuildOutcome(Result.NO_JOBS, notes=notes, inputs=tuple(settings.inputs))
+    if not compilation.jobs and not changes.prunes and not (check and (foreign or changes.top)):
+        # Even with no job, the tree keeps its README, so the path Flux reads stays in git.
+        written = [] if check else write(changes)
+        return BuildOutcome(Result.NO_JOBS, changed_files=len(written), notes=notes,
+                            inputs=tuple(settings.inputs))
     refused = [] if allow_recreate else immutable_changes(changes)
     if refused:
         return BuildOutcome(Result.REFUSED, notes=notes,

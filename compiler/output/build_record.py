@@ -48,6 +48,7 @@ from .directory_handles import Directory
 from .generated_mark import KUSTOMIZATION_FILE, recorded_source
 from .record_format import RECORD_FORMAT, RecordIgnored, parse_record, read_record_file
 from .text_spool import TextSpool
+from .tree_readme import README_FILE, README_TEXT
 
 KUSTOMIZATION_NAMES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 MAXIMUM_SPEC_BYTES = 4 * 1024 * 1024
@@ -378,8 +379,8 @@ def _reusable(settings: BuildSettings, record: dict[str, Any],
 def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable],
                location: OutputLocation) -> int | None:
     """The number of jobs when every job file found is `reusable` and the output directory
-    holds their job directories and nothing else: the output is current. None when the build
-    has to load something (call under the tree's lock)."""
+    holds their job directories and its README (`tree_readme`) and nothing else: the output is
+    current. None when the build has to load something (call under the tree's lock)."""
     try:
         if not reusable or location.directory is None:
             return None
@@ -388,8 +389,10 @@ def up_to_date(settings: BuildSettings, reusable: Mapping[Path, Reusable],
         if set(dict.fromkeys(discover(settings.inputs))) != set(reusable):
             return None
         names = [name for item in reusable.values() for name in item.spec.jobs]
-        if set(location.directory.entries()) != set(names):
+        if set(location.directory.entries()) != {*names, README_FILE}:
             return None  # a foreign entry, a job directory to prune, a killed build's leftover
+        if location.directory.read(README_FILE) != README_TEXT:
+            return None
     except (OSError, OutputEnvironmentError):
         return None
     return len(names)

@@ -8,7 +8,8 @@ generate, or a symbolic link where it would write or delete stops the build befo
 written. What else the tree holds that tfcompile did not write (a file beside the job
 directories, a hand-made directory, a file a job's kustomization does not list) is kept, and
 listed in the plan (`Plan.foreign`): `build --check` fails on it, since Argo CD and Flux would
-apply it.
+apply it. The tree's README (`tree_readme`) is written by every build, and one
+tfcompile did not write is refused.
 
 The plan reads the tree through directories `location` and `directory_handles` opened without
 following a link, by names inside them, never through a path again.
@@ -40,6 +41,7 @@ from tfcompile.spec.problems import LocatedProblem, SpecError
 
 from .directory_handles import Directory
 from .generated_mark import recorded_source
+from .tree_readme import README_FILE, README_TEXT, written_by_tfcompile
 
 LEFTOVER_PREFIX = ".tfcompile-"
 """Names tfcompile stages under inside the output directory; reserved, removed by every build."""
@@ -97,6 +99,9 @@ class Plan:
     """Job directories tfcompile generated that this plan neither builds nor prunes."""
     leftovers: list[str] = field(default_factory=list)
     """Entries a killed build left (names under LEFTOVER_PREFIX), which a write removes."""
+    top: dict[str, str] = field(default_factory=dict)
+    """Files at the top of the output directory to write (name -> text): the tree's README
+    when it is missing or not this version's (`tree_readme`)."""
 
     @property
     def output(self) -> Path:
@@ -104,15 +109,23 @@ class Plan:
         return self.location.path
 
     def current(self, relative: str) -> str | None:
-        """The text at `relative` (`job/file`) in the output directory now, if any."""
+        """The text at `relative` (`job/file`, or a file at the top) in the output directory
+        now, if any."""
         job, _, name = relative.partition("/")
+        if not name:
+            output = self.location.directory
+            return output.read(job) if output is not None else None
         with job_directory(self.location, job) as directory:
             return directory.read(name) if directory is not None else None
+
+    def new_text(self, relative: str) -> str | None:
+        """The text a write puts at `relative` (None: nothing, or the file goes)."""
+        return self.top.get(relative) if "/" not in relative else self.writes.get(relative)
 
     @cached_property
     def changed(self) -> list[str]:
         """Paths whose content would change, sorted (read once)."""
-        paths: list[str] = []
+        paths: list[str] = list(self.top)
         for job, files in self.writes.jobs.items():
             with job_directory(self.location, job) as directory:
                 paths.extend(f"{job}/{name}" for name, text in files.items()
@@ -120,7 +133,7 @@ class Plan:
         return sorted([*paths, *self.removals])
 
     def changed_jobs(self) -> list[str]:
-        return sorted({path.split("/", 1)[0] for path in self.changed})
+        return sorted({path.split("/", 1)[0] for path in self.changed if "/" in path})
 
 
 @contextlib.contextmanager
@@ -307,6 +320,8 @@ def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
         shown_as = shown(output.path / name)
         if name.startswith(LEFTOVER_PREFIX):
             leftovers.append(shown_as)
+        elif name == README_FILE:
+            _judge_readme(output, status, refusals)
         elif name in built:
             continue
         elif not stat.S_ISDIR(status.st_mode):
@@ -326,9 +341,28 @@ def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
                else f"its {KUSTOMIZATION_FILE} does not list it")
         foreign.extend(f"{shown(location.path / job_name / entry)}: not written by tfcompile "
                        f"({why})" for entry in names)
+    readme = output.read(README_FILE) if output is not None else None
+    top = {} if readme == README_TEXT else {README_FILE: README_TEXT}
     return Plan(location=location, writes=PlannedTexts(writes), removals=sorted(removals),
                 prunes=prunes, kept=kept, foreign=sorted(foreign), unjudged=unjudged,
-                leftovers=leftovers)
+                leftovers=leftovers, top=top)
+
+
+def _judge_readme(output: Directory, status: os.stat_result, refusals: list[str]) -> None:
+    """Refuse a README.md at the top of the tree that tfcompile did not write: it writes one
+    there (see `tree_readme`) and never overwrites what is not its."""
+    shown_as = shown(output.path / README_FILE)
+    if not stat.S_ISREG(status.st_mode):
+        refusals.append(f"{shown_as}: is {_what_it_is(status)}; tfcompile writes its own "
+                        f"{README_FILE} there (it keeps the output directory in git when no "
+                        "job is left) and never follows or replaces it: move it away")
+        return
+    text = output.read(README_FILE)
+    if text is None or not written_by_tfcompile(text):
+        refusals.append(f"{shown_as}: was not written by tfcompile; tfcompile writes its own "
+                        f"{README_FILE} there (it keeps the output directory in git when no "
+                        "job is left, so Flux can prune the last job) and does not overwrite "
+                        "this one: move it away")
 
 
 def unified_diff(changes: Plan) -> str:
@@ -338,14 +372,15 @@ def unified_diff(changes: Plan) -> str:
     chunks: list[str] = []
     for relative in changes.changed:
         old = changes.current(relative) or ""
-        new = changes.writes.get(relative, "")
+        new = changes.new_text(relative) or ""
         shown_path = (changes.output / relative).as_posix()
         chunks.extend(
             difflib.unified_diff(
                 old.splitlines(keepends=True),
                 new.splitlines(keepends=True),
                 fromfile=f"a/{shown_path}" if old else "/dev/null",
-                tofile=f"b/{shown_path}" if relative in changes.writes else "/dev/null",
+                tofile=f"b/{shown_path}" if changes.new_text(relative) is not None
+                else "/dev/null",
             )
         )
     return "".join(chunk if chunk.endswith("\n") else chunk + "\n" for chunk in chunks)

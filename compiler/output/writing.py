@@ -211,7 +211,11 @@ def write(changes: Plan) -> list[str]:
         return []
     output = changes.location.create()
     staged: list[_Staged] = []
+    top: list[tuple[str, str]] = []
     try:
+        for name, text in sorted(changes.top.items()):
+            top.append((_staging_name("new", name), name))
+            output.write_new(top[-1][0], text, output.path / name)
         for job in changes.changed_jobs():
             staged.append(_stage(output, changes, job))
         for item in staged:
@@ -219,6 +223,11 @@ def write(changes: Plan) -> list[str]:
                 _swap(output, item, changes.removals)
             except OSError as error:
                 raise OutputEnvironmentError("replace", output.path / item.job, error) from None
+        for staging, name in top:  # a file at the top: replaced whole, never followed
+            try:
+                output.replace(staging, output, name)
+            except OSError as error:
+                raise OutputEnvironmentError("replace", output.path / name, error) from None
     except BaseException:
         for item in reversed(staged):
             try:
@@ -227,6 +236,9 @@ def write(changes: Plan) -> list[str]:
                 continue  # the staged name may hold the old directory: the next build decides
             if item.staging is not None:
                 _discard(output, item.staging, item.staged)
+        for staging, _ in top:
+            with contextlib.suppress(OSError):
+                output.unlink(staging)
         raise
     for item in staged:
         _finish(output, item)

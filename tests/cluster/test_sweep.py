@@ -28,7 +28,7 @@ from tests.cluster.local_node import (
     remove_namespace,
 )
 from tests.cluster.waiting import wait_for
-from tests.conftest import job_text
+from tests.conftest import job_directories, job_text
 from tests.node_fixture import RealNode
 from tfcompile.compiler.objects.names import trial_name
 
@@ -83,7 +83,7 @@ def test_each_trial_trains_with_its_values_and_status_ranks_their_results(
     build(job)
     trials = {rate: trial_name(sweep, [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", rate)])
               for rate in ("0.1", "0.01")}
-    assert sorted(path.name for path in job.output.iterdir()) == sorted(trials.values())
+    assert [path.name for path in job_directories(job.output)] == sorted(trials.values())
     namespace = fresh_namespace(node)
     for name in trials.values():
         node.kubectl("apply", "--server-side", "-k", str(job.output / name), "-n", namespace)
