@@ -178,7 +178,8 @@ def _check_storage(spec: JobSpec) -> Iterator[Problem]:
         mounts.append(((*path, "mountPath"), shared.mount_path))
         if shared.existing_claim is not None:
             for field, value in (("size", shared.size),
-                                 ("storageClassName", shared.storage_class_name)):
+                                 ("storageClassName", shared.storage_class_name),
+                                 ("whenDeleted", shared.when_deleted)):
                 if value is not None:
                     yield Problem(
                         (*path, field),

@@ -176,12 +176,31 @@ def test_a_change_outside_the_pods_says_no_pod_restarts(tmp_path: Path) -> None:
         "  no pod restarts"]
 
 
-def test_removing_the_shared_storage_deletes_the_claim(tmp_path: Path) -> None:
+def test_removing_the_shared_storage_keeps_the_claim_by_default(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(storage=""))
+    assert change.deleted_claims == ()
+    assert change.kept_claims == ("demo-shared",)
+    assert ("  keeps claim demo-shared and the data on it (whenDeleted: Retain; Argo CD and "
+            "Flux leave it: delete it with kubectl when done)\n") in as_text(
+                "m", "a" * 40, [change])
+
+
+def test_removing_shared_storage_that_goes_with_the_job_deletes_the_claim(
+        tmp_path: Path) -> None:
+    deleting = STORAGE.replace("size: 10Gi", "size: 10Gi, whenDeleted: Delete")
+    change = one(tmp_path, spec(storage=deleting), spec(storage=""))
     assert change.deleted_claims == ("demo-shared",)
+    assert change.kept_claims == ()
     assert "  deletes claim demo-shared and the data on it\n" in as_text("m", "a" * 40, [change])
     assert "- **deletes claim** `demo-shared` and the data on it\n" in as_markdown(
         "m", "a" * 40, [change])
+
+
+def test_switching_a_claim_to_delete_with_the_job_is_no_pod_restart(tmp_path: Path) -> None:
+    deleting = STORAGE.replace("size: 10Gi", "size: 10Gi, whenDeleted: Delete")
+    change = one(tmp_path, spec(), spec(storage=deleting))
+    assert change.restarting == ()
+    assert change.other_objects == (("PersistentVolumeClaim", "demo-shared", "changed"),)
 
 
 def test_created_and_deleted_jobs(tmp_path: Path) -> None:
@@ -191,7 +210,8 @@ def test_created_and_deleted_jobs(tmp_path: Path) -> None:
     created, deleted = found
     assert (created.gpus_before, created.gpus_after) == (0, 2)
     assert created.restarting == () and deleted.restarting == ()
-    assert deleted.deleted_claims == ("old-shared",)
+    assert deleted.deleted_claims == ()
+    assert deleted.kept_claims == ("old-shared",)
     assert (deleted.gpus_before, deleted.gpus_after) == (2, 0)
     text = as_text("main", "b" * 40, found)
     assert "new: created\n" in text

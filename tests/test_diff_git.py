@@ -90,7 +90,8 @@ def test_nothing_changed_and_deleted_jobs(repository: Path) -> None:
         "demo: deleted: its pods stop and its objects are pruned",
         "  replicas: chief 1 → none, ps 1 → none, worker 2 → none",
         "  GPUs requested: 2 → 0",
-        "  deletes claim demo-shared and the data on it"]
+        "  keeps claim demo-shared and the data on it (whenDeleted: Retain; Argo CD and Flux "
+        "leave it: delete it with kubectl when done)"]
 
 
 def test_from_a_subdirectory_the_output_is_found_at_base_where_it_is_now(

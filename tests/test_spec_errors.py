@@ -96,6 +96,13 @@ MISTAKES = [
     Mistake("existing claim and size",
             job("storage:\n  shared: {mountPath: /data, existingClaim: c, size: 1Gi}\n"),
             "1Gi", "spec.storage.shared.size", "with existingClaim the claim exists already"),
+    Mistake("existing claim and whenDeleted",
+            job("storage:\n  shared: {mountPath: /data, existingClaim: c, whenDeleted: Delete}\n"),
+            "Delete}", "spec.storage.shared.whenDeleted",
+            "with existingClaim the claim exists already"),
+    Mistake("whenDeleted misspelt",
+            job("storage:\n  shared: {mountPath: /data, size: 1Gi, whenDeleted: delete}\n"),
+            "delete", "spec.storage.shared.whenDeleted", "'Retain' or 'Delete'"),
     Mistake("TensorBoard without shared storage", job("tensorboard: {logDir: /logs}\n"),
             "/logs", "spec.tensorboard.logDir", "add storage.shared"),
     Mistake("TensorBoard logDir outside the shared volume", job(

@@ -373,3 +373,35 @@ def test_kubeconform_accepts_the_new_settings_strictly(
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert (f"Summary: {objects} resources found parsing stdin - Valid: {objects}, Invalid: 0, "
             "Errors: 0, Skipped: 0") in checked.stdout
+
+
+CLAIM = "PersistentVolumeClaim/demo-shared"
+
+
+def test_the_shared_claim_outlives_its_job_unless_the_spec_deletes_it_with_the_job(
+        tmp_path: Path) -> None:
+    """Retain (the default) tells Argo CD not to prune it (it left git) nor delete it (its
+    Application was deleted), and Flux not to prune it; Delete leaves it to their prune."""
+    kept = compiled(tmp_path, job_text(
+        spec_lines="storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}", roles=ROLES))
+    assert kept[CLAIM]["metadata"]["annotations"] == {
+        "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
+        "kustomize.toolkit.fluxcd.io/prune": "disabled"}
+    deleted = compiled(tmp_path, job_text(
+        spec_lines="storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi, whenDeleted: Delete}",
+        roles=ROLES))
+    assert "annotations" not in deleted[CLAIM]["metadata"]
+
+
+def test_a_jobs_own_sync_options_are_kept_beside_those_that_keep_the_claim(
+        tmp_path: Path) -> None:
+    text = job_text(
+        metadata_lines="annotations: {argocd.argoproj.io/sync-options: 'ServerSideApply=true,"
+        "Prune=true', team: vision}",
+        spec_lines="storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}", roles=ROLES)
+    objects = compiled(tmp_path, text)
+    assert objects[CLAIM]["metadata"]["annotations"] == {
+        "argocd.argoproj.io/sync-options": "ServerSideApply=true,Prune=false,Delete=false",
+        "kustomize.toolkit.fluxcd.io/prune": "disabled", "team": "vision"}
+    worker = objects["StatefulSet/demo-worker"]["metadata"]["annotations"]
+    assert worker["argocd.argoproj.io/sync-options"] == "ServerSideApply=true,Prune=true"

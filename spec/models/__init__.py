@@ -68,11 +68,12 @@ from .roles import (
     Strategy,
 )
 from .scheduling import GangScheduler, NodeLabelKey, Scheduling, Topology
-from .storage import ClaimMount, ScratchStorage, SharedStorage, Storage
+from .storage import ClaimMount, ClaimRetention, ScratchStorage, SharedStorage, Storage
 from .sweep import Goal, MetricName, Objective, Sweep, SweepValue
 from .tensorboard import TensorBoard
 
 __all__ = [
+    "ClaimRetention",
     "ABSOLUTE_PATH_PATTERN",
     "CONFIG_KEY_PATTERN",
     "DNS_1035_LABEL_PATTERN",

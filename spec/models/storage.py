@@ -1,6 +1,7 @@
 """The job's volumes: shared storage, scratch space and existing claims mounted into every pod.
 """
 
+from enum import StrEnum
 from typing import Annotated
 
 from pydantic import (
@@ -13,6 +14,16 @@ from .base import DNS_LABEL_PATTERN, AbsolutePath, ObjectName, Quantity, SpecMod
 from .roles import RoleName
 
 
+class ClaimRetention(StrEnum):
+    """What becomes of the shared claim tfcompile creates when it leaves git (the job deleted,
+    or its shared storage removed), as a StatefulSet's `whenDeleted` says of its claims."""
+
+    RETAIN = "Retain"
+    """Kept, with its data: Argo CD and Flux are told not to prune or delete it."""
+    DELETE = "Delete"
+    """Pruned with the job, and the data on it with it (unless the storage class retains it)."""
+
+
 class SharedStorage(SpecModel):
     """One ReadWriteMany volume mounted by every role (checkpoints, logs)."""
 
@@ -20,6 +31,14 @@ class SharedStorage(SpecModel):
     size: Quantity | None = None
     storage_class_name: ObjectName | None = None
     existing_claim: ObjectName | None = None
+    when_deleted: ClaimRetention | None = Field(
+        default=None, description="What becomes of the claim tfcompile creates when the job "
+        "(or its shared storage) leaves git: Retain (the default: kept with its checkpoints; "
+        "delete it with kubectl when done) or Delete (pruned with the job).")
+
+    @property
+    def retention(self) -> ClaimRetention:
+        return self.when_deleted or ClaimRetention.RETAIN
 
 
 class ScratchStorage(SpecModel):

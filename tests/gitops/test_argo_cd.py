@@ -19,6 +19,7 @@ import pytest
 
 from tests.cluster.local_node import applied_revision
 from tests.cluster.waiting import wait_for
+from tests.conftest import job_directories
 from tests.gitops.conftest import GitOps
 from tests.gitops.gangs import GangWatch, install_volcano_crds
 from tests.gitops.repository import (
@@ -112,7 +113,8 @@ def deployed(gitops: GitOps, tmp_path_factory: pytest.TempPathFactory) -> Deploy
     repository.write_job("grows", stand_in_job("grows", 2, ["--seconds", "3600"]), STAND_IN)
     repository.write_job("short-lived", stand_in_job(
         "short-lived", 1, ["--seconds", "3600"],
-        "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi}\n"), STAND_IN)
+        "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi, whenDeleted: Delete}\n"),
+        STAND_IN)
     install_volcano_crds(node)
     repository.write_job("ganged", stand_in_job(
         "ganged", 2, ["--seconds", "3600"], "  scheduling: {gang: volcano}\n"), STAND_IN)
@@ -255,3 +257,36 @@ def test_a_push_is_applied_within_seconds(gitops: GitOps, deployed: Deployed) ->
     print(f"Argo CD: push -> change applied in {changed:.1f} s")
     assert changed <= PUSH_TO_APPLIED_SECONDS, changed
 
+
+
+def test_deleting_every_job_prunes_them_all_and_their_applications(
+        gitops: GitOps, deployed: Deployed) -> None:
+    """The repository's last jobs deleted by one push: every Application goes and every
+    object of every job is pruned; `output/` stays in git with its README alone. (Last in
+    this module: it ends every job the tests started.)"""
+    node, repository = gitops.node, deployed.repository
+    jobs = [directory.name for directory in job_directories(repository.directory / "output")]
+    assert jobs
+    wait_for("every job's Application", lambda: all(application(gitops, job) for job in jobs),
+             SYNC_TIMEOUT)
+    # The example's claim outlives it (whenDeleted: Retain, the default); nothing else does.
+    kept = [f"persistentvolumeclaim/{job}-shared" for job in jobs
+            if f"persistentvolumeclaim/{job}-shared" in job_objects(node, job)]
+    assert kept
+    for job in (repository.directory / "jobs").iterdir():
+        shutil.rmtree(job)
+    pushed = repository.push("No job left")
+    assert repository.git("ls-tree", "--name-only", "-r", "HEAD", "output").split() == [
+        "output/README.md"]
+
+    def left() -> list[str]:
+        return [item for job in jobs for item in job_objects(node, job)]
+
+    wait_for("every object of every job pruned but the kept claims", lambda: left() == kept,
+             SYNC_TIMEOUT,
+             lambda: "\n".join(o for job in jobs for o in job_objects(node, job)))
+    wait_for("every Application gone",
+             lambda: not any(application(gitops, job) for job in jobs), SYNC_TIMEOUT)
+    print(f"Argo CD: every job pruned {time.monotonic() - pushed:.0f} s after the push that "
+          "deleted the last ones")
+    node.kubectl("delete", *kept, "-n", NAMESPACE)  # as a user does when done with the data

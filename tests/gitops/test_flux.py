@@ -19,6 +19,7 @@ import pytest
 
 from tests.cluster.local_node import applied_revision
 from tests.cluster.waiting import wait_for
+from tests.conftest import job_directories
 from tests.gitops.conftest import GitOps
 from tests.gitops.gangs import GangWatch, install_volcano_crds
 from tests.gitops.repository import (
@@ -102,7 +103,8 @@ def deployed(gitops: GitOps, tmp_path_factory: pytest.TempPathFactory) -> Deploy
                          STAND_IN)
     repository.write_job("flux-short-lived", stand_in_job(
         "flux-short-lived", 1, ["--seconds", "3600"],
-        "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi}\n"), STAND_IN)
+        "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi, whenDeleted: Delete}\n"),
+        STAND_IN)
     install_volcano_crds(node)
     repository.write_job("flux-ganged", stand_in_job(
         "flux-ganged", 2, ["--seconds", "3600"], "  scheduling: {gang: volcano}\n"), STAND_IN)
@@ -215,3 +217,37 @@ def test_a_push_is_applied_within_seconds(gitops: GitOps, deployed: Deployed) ->
     print(f"Flux: push -> change applied in {changed:.1f} s")
     assert changed <= PUSH_TO_APPLIED_SECONDS, changed
 
+
+
+def test_deleting_every_job_prunes_them_all_and_the_kustomization_stays_ready(
+        gitops: GitOps, deployed: Deployed) -> None:
+    """The repository's last jobs deleted by one push: git keeps `output/` (its README), so
+    the Kustomization's path is still there; Flux applies an empty set, prunes every object of
+    every job, and stays Ready. (Last in this module: it ends every job the tests started.)"""
+    node, repository = gitops.node, deployed.repository
+    jobs = [directory.name for directory in job_directories(repository.directory / "output")]
+    assert jobs
+    wait_for("every job applied", lambda: all(job_objects(node, job) for job in jobs),
+             SYNC_TIMEOUT, lambda: describe(gitops))
+    # The example's claim outlives it (whenDeleted: Retain, the default); nothing else does.
+    kept = [f"persistentvolumeclaim/{job}-shared" for job in jobs
+            if f"persistentvolumeclaim/{job}-shared" in job_objects(node, job)]
+    assert kept
+    for job in (repository.directory / "jobs").iterdir():
+        shutil.rmtree(job)
+    pushed, commit = push(gitops, repository, "No job left")
+    assert repository.git("ls-tree", "--name-only", "-r", "HEAD", "output").split() == [
+        "output/README.md"]
+
+    def left() -> list[str]:
+        return [item for job in jobs for item in job_objects(node, job)]
+
+    wait_for("every object of every job pruned but the kept claims", lambda: left() == kept,
+             SYNC_TIMEOUT,
+             lambda: "\n".join(o for job in jobs for o in job_objects(node, job))
+             + describe(gitops))
+    wait_for("the Kustomization Ready at the commit", lambda: ready(gitops, commit), SYNC_TIMEOUT,
+             lambda: describe(gitops))
+    print(f"Flux: every job pruned {time.monotonic() - pushed:.0f} s after the push that "
+          "deleted the last ones")
+    node.kubectl("delete", *kept, "-n", NAMESPACE)  # as a user does when done with the data

@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfcompile.compiler.objects.builders.launcher import without_revision_setting
+from tfcompile.compiler.objects.builders.storage import (
+    ARGO_CD_SYNC_OPTIONS,
+    FLUX_PRUNE,
+    KEEP_OPTIONS,
+)
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.output.immutable_fields import IMMUTABLE_FIELDS
 from tfcompile.compiler.printable import printable
@@ -64,6 +69,8 @@ class JobChange:
     gpus_after: int
     recreations: tuple[Recreation, ...] = ()
     deleted_claims: tuple[str, ...] = ()
+    kept_claims: tuple[str, ...] = ()
+    """Claims that leave git but stay in the cluster with their data (`whenDeleted: Retain`)."""
     components_added: tuple[str, ...] = ()
     components_removed: tuple[str, ...] = ()
     roles_changed: tuple[str, ...] = ()
@@ -235,13 +242,28 @@ def compare_job(job: str, base: JobOutput | None, head: JobOutput | None) -> Job
         gpus_before=requested_gpus(job, base),
         gpus_after=requested_gpus(job, head),
         recreations=recreations,
-        deleted_claims=tuple(sorted(set(claims_before) - set(claims_after))),
+        deleted_claims=tuple(sorted(name for name in set(claims_before) - set(claims_after)
+                                    if not _retained(claims_before[name]))),
+        kept_claims=tuple(sorted(name for name in set(claims_before) - set(claims_after)
+                                 if _retained(claims_before[name]))),
         components_added=tuple(sorted(components_after - components_before))
         if base is not None else (),
         components_removed=tuple(sorted(components_before - components_after))
         if head is not None else (),
         other_objects=_other_objects(base, head) if state == "changed" else (),
     )
+
+
+def _retained(claim: dict[str, Any]) -> bool:
+    """Whether Argo CD and Flux both leave `claim` when it leaves git (its annotations)."""
+    metadata = claim.get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if not isinstance(annotations, dict):
+        return False
+    options = annotations.get(ARGO_CD_SYNC_OPTIONS)
+    given = ({option.strip() for option in options.split(",")} if isinstance(options, str)
+             else set())
+    return set(KEEP_OPTIONS) <= given and annotations.get(FLUX_PRUNE) == "disabled"
 
 
 def compare(base: OutputTree, head: OutputTree) -> list[JobChange]:

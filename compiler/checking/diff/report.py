@@ -65,6 +65,9 @@ def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str]
                      "build` refuses it without --allow-recreate)")
     for claim in change.deleted_claims:
         lines.append(f"{strong('deletes claim')} {name(claim)} and the data on it")
+    for claim in change.kept_claims:
+        lines.append(f"keeps claim {name(claim)} and the data on it (whenDeleted: Retain; "
+                     "Argo CD and Flux leave it: delete it with kubectl when done)")
     if change.components_added or change.components_removed:
         parts = ([f"added {', '.join(name(c) for c in change.components_added)}"]
                  if change.components_added else [])

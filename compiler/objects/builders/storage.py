@@ -2,13 +2,16 @@
 claims (`storage.volumes`) some or all roles mount beside it.
 
 The existing claims are only referenced by the pods, never emitted: they are not tfcompile's, so
-no GitOps controller pruning a job's objects can delete them or the data on them."""
+no GitOps controller pruning a job's objects can delete them or the data on them. The shared
+claim tfcompile creates outlives its job by default (`whenDeleted: Retain`), as a StatefulSet's
+claims do: its annotations tell Argo CD (`Prune=false` when it leaves git, `Delete=false` when
+its Application is deleted) and Flux (`prune: disabled`) to leave it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tfcompile.spec.models import RoleName, TrainingJob
+from tfcompile.spec.models import ClaimRetention, RoleName, TrainingJob
 
 from ..labels import JOB_LABEL, SHARED_STORAGE_LABEL, object_labels
 from ..names import shared_claim_name
@@ -28,12 +31,33 @@ def shared_claim(job: TrainingJob) -> dict[str, Any] | None:
     }
     if shared.storage_class_name is not None:
         spec["storageClassName"] = shared.storage_class_name
+    metadata = object_metadata(job, shared_claim_name(job.metadata.name), labels)
+    if shared.retention is ClaimRetention.RETAIN:
+        metadata["annotations"] = retained(metadata.get("annotations", {}))
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": object_metadata(job, shared_claim_name(job.metadata.name), labels),
+        "metadata": metadata,
         "spec": spec,
     }
+
+
+ARGO_CD_SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
+FLUX_PRUNE = "kustomize.toolkit.fluxcd.io/prune"
+KEEP_OPTIONS = ("Prune=false", "Delete=false")
+"""Argo CD's sync options that keep an object when it leaves git and when its Application is
+deleted (the ApplicationSet deletes a job's Application when its directory goes)."""
+
+
+def retained(annotations: dict[str, str]) -> dict[str, str]:
+    """`annotations` with those that keep a claim from Argo CD's and Flux's prune; sync options
+    the job's own annotations give are kept, and a Prune or Delete option of theirs replaced."""
+    given = [option.strip() for option in annotations.get(ARGO_CD_SYNC_OPTIONS, "").split(",")
+             if option.strip()]
+    options = [option for option in given
+               if option.split("=", 1)[0] not in ("Prune", "Delete")] + list(KEEP_OPTIONS)
+    merged = {**annotations, ARGO_CD_SYNC_OPTIONS: ",".join(options), FLUX_PRUNE: "disabled"}
+    return dict(sorted(merged.items()))
 
 
 def claim_name(job: TrainingJob) -> str | None:
