@@ -181,6 +181,65 @@ def test_an_account_a_pod_template_names_is_held_to_its_own_job(
     assert first.records() == {"worker-0": f"succeeded {first.revision}"}
 
 
+NOTEBOOK = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook"},
+    "spec": {"serviceAccountName": "trainer", "containers": [{
+        "name": "notebook", "image": "python:3.11", "command": ["sleep", "infinity"],
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "runAsUser": 1000, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}}}]},
+}
+
+
+def test_a_named_account_s_tokens_outside_the_job_s_task_pods_change_nothing(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """`podTemplate.spec.serviceAccountName: trainer` binds the launcher's Role to `trainer`, so
+    in RBAC every token of that account has the job's launcher rights. The policy holds every
+    account of the job's namespace to them: a token from `kubectl create token trainer`, one
+    bound to another pod running as `trainer` and the TensorBoard pod's (its podTemplate names
+    `trainer` too) scale nothing and record nothing; a task pod's token still does its part."""
+    namespace = cluster.fresh_namespace()
+    cluster.kubectl("create", "serviceaccount", "trainer", "--namespace", namespace)
+    named = "  podTemplate: {spec: {serviceAccountName: trainer}}\n"
+    extra = (RELEASE + named + "  storage:\n    shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+             "  tensorboard:\n    logDir: /mnt/shared/logs\n  " + named)
+    job = deploy(cluster, tmp_path, "named", extra, namespace=namespace)
+    assert can(cluster, job, "trainer", "patch", "statefulsets/named-worker",
+               "--subresource=scale")
+    assert can(cluster, job, "trainer", "patch", "configmaps/named-state")
+    notebook = tmp_path / "notebook.json"
+    notebook.write_text(json.dumps(NOTEBOOK))
+    cluster.kubectl("apply", "--namespace", namespace, "-f", str(notebook))
+
+    def tensorboard_pod() -> str:
+        pods = cluster.get_json("pods", "--namespace", namespace, "-l",
+                                "app.kubernetes.io/component=tensorboard")["items"]
+        return str(pods[0]["metadata"]["name"]) if pods else ""
+
+    wait_for("the TensorBoard pod", tensorboard_pod, WAIT_SECONDS)
+    tokens = {
+        "kubectl create token trainer": PodToken(cluster, job, "named-worker-0", tmp_path,
+                                                 account="trainer", bound=False),
+        "a notebook pod's": PodToken(cluster, job, "notebook", tmp_path, account="trainer"),
+        "the TensorBoard pod's": PodToken(cluster, job, tensorboard_pod(), tmp_path,
+                                          account="trainer"),
+    }
+    forged = f"succeeded {job.revision}"
+    for token in tokens.values():
+        for replicas in (40, 0):
+            assert refused(token.scale("named-worker", replicas), "scale",
+                           "change their job only with a token bound to the pod"), replicas
+        assert refused(token.patch_state(job, {"data": {"worker-0": forged}}), "records",
+                       "change their job only with a token bound to the pod")
+        assert refused(token.patch_state(job, {"data": {"result": f"{job.revision} {{}}"}}),
+                       "records", "change their job only with a token bound to the pod")
+    assert job.replicas()["named-worker"] == 2 and job.records() == {}
+    task = PodToken(cluster, job, "named-worker-1", tmp_path, account="trainer")
+    assert task.patch_state(job, {"data": {"worker-1": forged}}).returncode == 0
+    assert refused(task.scale("named-worker", 40), "scale", "to 0 only, not to 40")
+    assert job.records() == {"worker-1": forged}
+
+
 def test_a_pod_records_a_trial_s_result_only_beside_its_own_success(
         cluster: Cluster, tmp_path: Path) -> None:
     """A sweep trial's `result`: `<revision> {…}`, bounded, and only beside the pod's own

@@ -20,12 +20,16 @@ once per cluster from the file `init` writes, say the rest in CEL:
 Whose requests. An account's labels are not part of a request, but two things are: the user
 name, `system:serviceaccount:<namespace>:<account>`, and, for a token bound to a pod (the
 projected token every pod gets), the user extra `authentication.kubernetes.io/pod-name`. A
-request is held to these rules when it comes from an account tfcompile names (`<job>-launcher`)
-or from a pod named like a task of a job (`<job>-<role>-<index>`), so that an account a
-`podTemplate` names instead is held too. It then needs a token bound to such a pod, whose name
-gives the job and the task. Only tfcompile's objects are concerned: ConfigMaps labelled as a
-job's state (before or after the change) and StatefulSets whose selector carries the job label.
-Everyone else (people, Argo CD, Flux, the controllers) is not matched at all.
+request is held to these rules when it comes from an account tfcompile names (`<job>-launcher`),
+from any account of the object's own namespace, or from a pod named like a task of a job
+(`<job>-<role>-<index>`). Every account that holds a job's launcher rights is so held: the
+Role's binding names `<job>-launcher` or the account a `podTemplate` names, both in the job's
+namespace; and a token of such an account that is not bound to one of the job's task pods
+(`kubectl create token trainer`, a TensorBoard or notebook pod running as it) changes nothing.
+It needs a token bound to a task pod, whose name gives the job and the task. Only tfcompile's
+objects are concerned: ConfigMaps labelled as a job's state (before or after the change) and
+StatefulSets whose selector carries the job label. Everyone else (people, and Argo CD, Flux
+and the cluster's controllers, whose accounts live in namespaces of their own) is not matched.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ _ROLE_LIST = ", ".join(f"'{role}'" for role in _ROLES)
 
 _FROM_A_JOB_POD = f"""\
 request.userInfo.username.matches('^system:serviceaccount:[^:]+:[^:]+-{LAUNCHER_ACCOUNT_PART}$') ||
+request.userInfo.username.startsWith('system:serviceaccount:' + request.namespace + ':') ||
 (request.userInfo.username.startsWith('system:serviceaccount:') &&
  request.userInfo.?extra[?'{POD_NAME_EXTRA}'].orValue([])
    .exists(pod, pod.matches('{_TASK_SUFFIX}')))"""
