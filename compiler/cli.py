@@ -105,9 +105,11 @@ def _validate(arguments: argparse.Namespace) -> int:
     import itertools
     from contextlib import nullcontext
 
+    from tfcompile.compiler.checking.launcher_policy_check import launcher_policy_notes
     from tfcompile.compiler.checking.validation.many_jobs import validate_many
     from tfcompile.compiler.checking.validation.server import (
         ClusterError,
+        launcher_policy_lookup,
         server_session,
         with_server_checks,
     )
@@ -139,6 +141,9 @@ def _validate(arguments: argparse.Namespace) -> int:
                     report = with_server_checks(report, session)
                 print(report.to_text())
                 failed += 0 if report.ok else 1
+            if session is not None:  # what the jobs' pods may do there, once for the cluster
+                for note in launcher_policy_notes(launcher_policy_lookup(session)):
+                    print(f"tfcompile: warning: {note}", file=sys.stderr)
     except ClusterError as error:
         print(f"tfcompile: validate --server: {error}", file=sys.stderr)
         return EXIT_FAILED
@@ -230,6 +235,14 @@ def _status(arguments: argparse.Namespace) -> int:
     sys.stdout.write(as_json(statuses) if arguments.json else as_text(statuses))
     if not statuses:
         print("tfcompile: no job in the cluster or under the output directory", file=sys.stderr)
+        return EXIT_OK
+    from tfcompile.compiler.checking.launcher_policy_check import (
+        kubectl_lookup,
+        launcher_policy_notes,
+    )
+
+    for note in launcher_policy_notes(kubectl_lookup(timeout_seconds=60)):
+        print(f"tfcompile: warning: {note}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -73,7 +73,6 @@ from .sweep import Goal, MetricName, Objective, Sweep, SweepValue
 from .tensorboard import TensorBoard
 
 __all__ = [
-    "ClaimRetention",
     "ABSOLUTE_PATH_PATTERN",
     "CONFIG_KEY_PATTERN",
     "DNS_1035_LABEL_PATTERN",
@@ -91,6 +90,7 @@ __all__ = [
     "QUANTITY_PATTERN",
     "AbsolutePath",
     "ClaimMount",
+    "ClaimRetention",
     "Compatibility",
     "ConfigKey",
     "Duration",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import Cluster
+from tests.cluster.launcher_policy import apply_launcher_policy
 from tests.conftest import OUTPUT, job_text
 
 pytestmark = pytest.mark.cluster
@@ -163,3 +164,38 @@ def test_admission_warnings_are_notes(cluster: Cluster, tmp_path: Path) -> None:
     assert "  note: StatefulSet/demo-worker: the API server warns: would violate PodSecurity " \
         '"baseline:latest": privileged (container "tensorflow" must not set ' \
         "securityContext.privileged=true)" in result.stdout
+
+
+def test_a_cluster_without_the_launcher_policy_is_said_by_validate_and_status(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """The dry run passes with or without the policy; validate --server and status say when it
+    is missing, and what a job's pods may do then. (The policy is applied again afterwards.)"""
+    job = str(OUTPUT / "mnist")
+    with_it = tfcompile(cluster, "validate", "--server", job)
+    assert with_it.returncode == 0, with_it.stdout + with_it.stderr
+    assert "launcher policy" not in with_it.stderr
+    cluster.kubectl("delete", "validatingadmissionpolicybinding", "tfcompile-launcher-scale")
+    try:
+        without = tfcompile(cluster, "validate", "--server", job)
+        assert without.returncode == 0, without.stdout + without.stderr
+        assert "no problems" in without.stdout
+        warning = ("tfcompile: warning: the cluster lacks the launcher policy "
+                   "(ValidatingAdmissionPolicyBinding tfcompile-launcher-scale): a job's pods, "
+                   "and any token of an account bound to a job's launcher Role, may then write "
+                   "any task's record")
+        assert warning in without.stderr
+        status = tfcompile(cluster, "status", "-o", str(OUTPUT))
+        assert status.returncode == 0, status.stderr
+        assert warning in status.stderr
+        cluster.kubectl("patch", "validatingadmissionpolicy", "tfcompile-launcher-records",
+                        "--type=json", "--patch",
+                        '[{"op": "replace", "path": "/spec/failurePolicy", "value": "Ignore"}]')
+        edited = tfcompile(cluster, "validate", "--server", job)
+        assert ("the cluster's launcher policy (ValidatingAdmissionPolicy "
+                "tfcompile-launcher-records) is not the one this tfcompile writes") in edited.stderr
+    finally:  # the edited policy goes, so that applying it again meets no other manager
+        cluster.kubectl("delete", "validatingadmissionpolicy", "tfcompile-launcher-records",
+                        "--ignore-not-found")
+        apply_launcher_policy(cluster.kubeconfig, tmp_path / "repository")
+    again = tfcompile(cluster, "status", "-o", str(OUTPUT))
+    assert "launcher policy" not in again.stderr

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tfcompile.compiler.checking.launcher_policy_check import POLICY_GROUP, Found, Lookup
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.rendering.manifests import (
     KubernetesObject,
@@ -347,3 +348,23 @@ class _UnixConnection(http.client.HTTPConnection):
         connection.settimeout(_REQUEST_TIMEOUT_SECONDS)
         connection.connect(str(self._socket_path))
         self.sock = connection
+
+
+def launcher_policy_lookup(session: ServerSession) -> Lookup:
+    """The cluster's launcher policy objects, read through `session` (launcher_policy_check)."""
+
+    def lookup(kind: str, name: str) -> tuple[Found, dict[str, Any] | None]:
+        resource = session.resource(POLICY_GROUP, kind)
+        if resource is None:
+            return Found.NO_API, None
+        status, body, _ = session.request(
+            "GET", f"{resource.path}/{resource.plural}/{urllib.parse.quote(name, safe='')}")
+        if status == 200 and isinstance(body, dict):
+            return Found.PRESENT, body
+        if status == 404:
+            return Found.MISSING, None
+        if status in (401, 403):
+            return Found.FORBIDDEN, None
+        raise ClusterError(f"reading {kind} {name} failed: {_status_text(body)}")
+
+    return lookup
