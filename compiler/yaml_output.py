@@ -69,7 +69,7 @@ _BOOLEAN = Tag(suffix=_PREFIX + "bool")
 _NULL = Tag(suffix=_PREFIX + "null")
 _MAP = Tag(suffix=_PREFIX + "map")
 _SEQUENCE = Tag(suffix=_PREFIX + "seq")
-_REMEMBERED_MAXIMUM = 4096
+_REMEMBERED_MAXIMUM = 16_384
 """Entries each memo of short scalars keeps: the names, labels and keys that recur within a
 job's files and across jobs; bounded, so that a build's memory does not grow with its jobs."""
 _LITERAL = "|"
@@ -332,7 +332,9 @@ def _layout_mapping(mapping: Mapping[Any, Any], indent: int, out: list[str],
             raise _NotInLayout
         out.append(_plain_key(key) if inline else pad + _plain_key(key))
         inline = False
-        if isinstance(value, Mapping):
+        if type(value) is str and len(value) <= _REMEMBERED_LENGTH_MAXIMUM and "\n" not in value:
+            out.append(":" + _remembered_scalar(value) + "\n")  # most values: names, labels
+        elif isinstance(value, Mapping):
             if value:
                 out.append(":\n")
                 _layout_mapping(value, indent + 2, out, inline=False)

@@ -33,6 +33,9 @@ from ruamel.yaml.tokens import Token
 
 import tfcompile.spec
 from tests.conftest import MINIMAL_JOB
+from tfcompile.compiler.output.compilation import MAXIMUM_SWEEP_OUTPUT_BYTES
+from tfcompile.spec.scripts import MAXIMUM_SCRIPT_BYTES
+from tfcompile.spec.sweep import MAXIMUM_TRIALS
 from tfcompile.spec.yaml_limits import (
     MAXIMUM_DEPTH,
     MAXIMUM_DOCUMENTS,
@@ -354,3 +357,58 @@ def _search_seconds(pattern: re.Pattern[str], text: str) -> float:
         pass
     pattern.fullmatch(text)
     return time.process_time() - started
+
+
+def _sweep_job(directory: Path, trials: int, environment: int, script_files: int) -> Path:
+    """A sweep of `trials` points whose every trial carries `environment` variables and a
+    script folder of `script_files` files (as large as a script folder may be, together)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    spec = MINIMAL_JOB
+    if environment:
+        spec += "  env: {" + ", ".join(f"V{index}: a" for index in range(environment)) + "}\n"
+    if script_files:
+        folder = directory / "code"
+        folder.mkdir(exist_ok=True)
+        size = MAXIMUM_SCRIPT_BYTES // script_files - 10  # the keys count too
+        for index in range(script_files):
+            (folder / f"m{index}.py").write_text("#" * (size - 1) + "\n")
+        spec = spec.replace("  command: [python, /app/train.py]\n",
+                            "  command: [python, /opt/tfcompile/script/m0.py]\n"
+                            "  script: code\n")
+    values = ", ".join(f'"{index}"' for index in range(trials))
+    path = directory / "job.yaml"
+    path.write_text(spec + f"  sweep: {{parameters: {{POINT: [{values}]}}}}\n", encoding="utf-8")
+    return path
+
+
+def _written(output: Path) -> int:
+    return sum(path.stat().st_size for path in output.rglob("*") if path.is_file())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("environment", "script_files"), [(4_800, 0), (0, 5_000)],
+                         ids=["environment values", "a script folder"])
+def test_the_largest_sweeps_build_in_under_two_seconds_and_one_trial_more_is_refused(
+    tmp_path: Path, environment: int, script_files: int
+) -> None:
+    """A sweep multiplies a job's output by its trials: its trials together may write at most
+    `MAXIMUM_SWEEP_OUTPUT_BYTES`. At that bound, with every trial as large as a job gets in
+    either way, the build takes under two seconds; one trial more is refused, quickly, and
+    nothing is written."""
+    one = _sweep_job(tmp_path / "one", 1, environment, script_files)
+    seconds, result = _build(one, tmp_path / "one-output")
+    assert result.returncode == 0, result.stderr[-2000:]
+    trial = _written(tmp_path / "one-output")
+    largest_count = MAXIMUM_SWEEP_OUTPUT_BYTES // trial
+    assert 1 < largest_count < MAXIMUM_TRIALS
+    largest = _sweep_job(tmp_path / "largest", largest_count, environment, script_files)
+    seconds, result = _build(largest, tmp_path / "largest-output")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert _written(tmp_path / "largest-output") <= MAXIMUM_SWEEP_OUTPUT_BYTES + 4096
+    assert seconds < SECONDS, f"{largest_count} trials: {seconds:.2f} s of CPU time"
+    beyond = _sweep_job(tmp_path / "beyond", MAXIMUM_TRIALS, environment, script_files)
+    seconds, result = _build(beyond, tmp_path / "beyond-output")
+    assert result.returncode == 2
+    assert f"spec.sweep: the sweep's {MAXIMUM_TRIALS} trials would write about" in result.stderr
+    assert not (tmp_path / "beyond-output").exists()
+    assert seconds < SECONDS, f"refused in {seconds:.2f} s of CPU time"

@@ -150,12 +150,18 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
             load_problems.extend([*error.problems, *_kept_notes(path, recorded, settings)])
             continue
         loaded: list[LoadedJob] = []
+        sweeps: dict[str, int] = {}  # the first trial of each sweep -> its number of trials
         for document in documents:  # a sweep is one job per trial from here on
             try:
-                loaded.extend(trials(document))
+                expanded = trials(document)
             except SpecError as error:
                 load_problems.extend([*error.problems,
                                       *_kept_notes(path, recorded, settings)])
+                continue
+            if document.job.spec.sweep is not None:
+                sweeps[expanded[0].job.metadata.name] = len(expanded)
+            loaded.extend(expanded)
+        too_large: set[str] = set()  # sweeps refused for their size: their other trials skipped
         for job in loaded:
             name = job.job.metadata.name
             if name in reused_names:
@@ -174,7 +180,15 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
                                    script_digest(job.script), tuple(job.job.spec.overlays)))
             if load_problems or twice:
                 continue  # only the problems of loading will be reported: compile nothing
+            if job.trial is not None and job.trial.sweep in too_large:
+                continue
             result = _compile(settings, job, available, compile_problems, output)
+            if result is not None and name in sweeps:
+                problem = _sweep_size_problem(job, result, sweeps[name])
+                if problem is not None:
+                    compile_problems.append(problem)
+                    assert job.trial is not None
+                    too_large.add(job.trial.sweep)
             if result is not None and not compile_problems:
                 compiled.append(CompiledJob(result.name, [], spool.keep(result.files)))
     if load_problems or twice:
@@ -188,6 +202,30 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
     return Compilation(sorted(compiled, key=lambda job: job.name),
                        {path: frozenset(names) for path, names in defined.items()},
                        list(specs.values()), inputs)
+
+
+MAXIMUM_SWEEP_OUTPUT_BYTES = 10 * 1024 * 1024
+"""What one sweep's trials may write together: each trial is a job directory of its own (its
+launcher, script and objects), so a grid multiplies a job's output. A job within the spec's
+limits writes at most a few hundred kilobytes; a sweep of 100 trials of the examples' size
+writes about 6 MB. At this bound the worst shape (every value a file may hold an environment
+variable, in each of 100 trials) builds in under 2 s of CPU (tests/test_worst_shapes.py)."""
+
+
+def _sweep_size_problem(first: LoadedJob, result: CompiledJob,
+                        count: int) -> LocatedProblem | None:
+    """A problem when `count` trials the size of the first one (`result`) would write more
+    than `MAXIMUM_SWEEP_OUTPUT_BYTES`, checked before the other trials are compiled."""
+    size = sum(len(text.encode("utf-8")) for text in result.files.values())
+    if size * count <= MAXIMUM_SWEEP_OUTPUT_BYTES:
+        return None
+    megabytes = MAXIMUM_SWEEP_OUTPUT_BYTES // (1024 * 1024)
+    return first.locate(Problem(
+        ("spec", "sweep"),
+        f"the sweep's {count} trials would write about {size * count / 1024 / 1024:.0f} MB "
+        f"({size / 1024:.0f} KB each: every trial is a job directory of its own); a sweep may "
+        f"write at most {megabytes} MB: give fewer values, or make each trial smaller (fewer "
+        "environment values, a smaller script folder)"))
 
 
 def _compile(settings: BuildSettings, job: LoadedJob, available: list[str],

@@ -9,7 +9,6 @@ compromised script can do less. A job that must run as root says so in `podTempl
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,12 +46,14 @@ def container_security_context() -> dict[str, Any]:
 def secure_containers(pod_spec: Mapping[str, Any]) -> dict[str, Any]:
     """`pod_spec` with the secure container defaults under every container's own
     `securityContext` (sidecars and init containers included; what a container says wins)."""
-    secured = copy.deepcopy(dict(pod_spec))
+    secured = dict(pod_spec)  # copied down to the containers only: a job's env can be large
     for kind in ("initContainers", "containers"):
-        for container in secured.get(kind) or []:
-            container["securityContext"] = merge_maps(
-                container_security_context(), container.get("securityContext") or {}
-            )
+        if secured.get(kind):
+            secured[kind] = [
+                {**container, "securityContext": merge_maps(
+                    container_security_context(), container.get("securityContext") or {})}
+                for container in secured[kind]
+            ]
     return secured
 
 
