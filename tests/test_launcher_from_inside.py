@@ -1,8 +1,10 @@
 """What a training can do to its launcher from inside its pod, and what still holds.
 
 The training is the user's code, in the launcher's own container: it can signal the launcher
-(the kubelet's SIGTERM and its own look alike). Whatever it does, the deadline stops it when it
-comes and every second it trained counts.
+(the kubelet's SIGTERM and its own look alike) and write anything at `TFCOMPILE_RESULT_FILE`.
+Whatever it does, the deadline stops it when it comes and every second it trained counts; a
+result is recorded, or refused with a note in the record beside the success, and never makes
+the launcher fail after a successful training (which would train it again, uncounted).
 
 The launcher runs here in this process, as its container runs it (`program.main`), on a fake
 clock (hours pass at once), with a fake training process (`Training`: what it does when, on
@@ -12,6 +14,7 @@ cluster's launcher policy refuses (the record formats, and a result's size in by
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -64,7 +67,8 @@ class Clock:
 
 class PolicyApi:
     """The job's state ConfigMap in the API server, behind the cluster's launcher policy: a
-    task's record in the launcher's formats only."""
+    task's record in the launcher's formats only, a result only beside that task's success, in
+    its format and at most its size in UTF-8 bytes (what the policy's CEL checks)."""
 
     def __init__(self) -> None:
         self.data: dict[str, str] = {}
@@ -77,6 +81,12 @@ class PolicyApi:
         new = {**self.data, **entries}
         if TASK in entries and not re.fullmatch(launcher.RECORD_PATTERN, entries[TASK]):
             raise OSError("HTTP 403 Forbidden: not a record")
+        if records.RESULT_KEY in entries:
+            result = entries[records.RESULT_KEY]
+            if (len(result.encode()) > launcher.RESULT_RECORD_MAXIMUM_BYTES
+                    or not re.fullmatch(launcher.RESULT_PATTERN, result)
+                    or new.get(TASK) != f"{launcher.SUCCEEDED} {result[:12]}"):
+                raise OSError("HTTP 403 Forbidden: not a result")
         self.data = new
 
     def scale_to_zero(self, statefulset: str) -> None:
@@ -317,3 +327,58 @@ def test_a_stop_is_recorded_until_the_training_ends_or_the_kubelet_kills_it(
     assert pod.run(resumed) == "idle"
     assert 3600 - 50 <= resumed.ran() <= 3600 - 50 + program.STOP_CLOCK_SECONDS + \
         program.STOP_SECONDS
+
+
+NESTED = b"[" * 2000 + b"]" * 2000
+
+
+@pytest.mark.parametrize(("written", "recorded"), [
+    (b'{"loss": 0.25, "accuracy": 1}', '{"accuracy":1,"loss":0.25}'),
+    (b'{"loss": ' + b"9" * 400 + b"}", "refused: not a JSON object of finite numbers"),
+    (b'{"loss": ' + b"9" * 4000 + b"}", "refused: not a JSON object of finite numbers"),
+    (b'{"loss": 1e999}', "refused: not a JSON object of finite numbers"),
+    (b'{"loss": NaN}', "refused: not a JSON object of finite numbers"),
+    (b'{"loss": -Infinity}', "refused: not a JSON object of finite numbers"),
+    (b'{"loss": ' + NESTED + b"}", "refused: not a JSON object of finite numbers"),
+    (b"[" * 10_000 + b"]" * 10_000, "refused: larger than 4096 bytes"),
+    (b'{"loss": 0.5, "\xff\xfe": 1}', "refused: not UTF-8 text"),
+    (b'{"loss": 0.5', "refused: not JSON"),
+    (b"x" * 1_000_000, "refused: larger than 4096 bytes"),
+    (b'{"' + "é".encode() * 2000 + b'": 1}', "refused: larger than 4096 bytes"),
+], ids=["numbers", "400-digit-integer", "4000-digit-integer", "1e999", "nan", "infinity",
+        "nested", "nested-10000", "not-utf-8", "not-json", "a-megabyte", "escaped-too-large"])
+def test_any_result_is_recorded_or_refused_beside_the_success(
+        make_pod: Any, written: bytes, recorded: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Whatever the training writes as its result, its success is recorded and the launcher
+    idles (it does not train again), with the result or a note that it was refused; the log
+    says why, without the file's content."""
+    pod = make_pod()
+    assert pod.run(pod.training(runs=30.0, writes=written)) == "idle"
+    assert pod.api.data == {TASK: f"succeeded {REVISION}", "result": f"{REVISION} {recorded}"}
+    said = capsys.readouterr().err
+    assert "training succeeded; idling" in said
+    if recorded.startswith("refused"):
+        assert "is not recorded: " + recorded.removeprefix("refused: ") in said
+        assert "9999" not in said and "[[" not in said
+
+
+def link_elsewhere(path: Path) -> None:
+    (path.parent.parent / "elsewhere.json").write_text('{"loss": 1}')
+    path.symlink_to(path.parent.parent / "elsewhere.json")
+
+
+def fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("make", [link_elsewhere, Path.mkdir, fifo],
+                         ids=["link", "directory", "fifo"])
+def test_a_result_that_is_no_regular_file_is_refused_beside_the_success(
+        make_pod: Any, make: Callable[[Path], None]) -> None:
+    """Read through no link, and only from a regular file (a FIFO would block, a device
+    never end)."""
+    pod = make_pod()
+    assert pod.run(pod.training(runs=30.0, then=make)) == "idle"
+    assert pod.api.data == {TASK: f"succeeded {REVISION}", records.RESULT_KEY:
+                            f"{REVISION} refused: not a regular file that can be read"}

@@ -127,22 +127,24 @@ def test_the_launcher_reads_a_result_of_numbers_as_compact_json(tmp_path: Path) 
     assert results.read_result("") is None
 
 
-@pytest.mark.parametrize("text", [
-    "[1, 2]", "{}", '{"loss": "low"}', '{"loss": true}', '{"loss": NaN}', "not json",
-    '{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}',
+@pytest.mark.parametrize(("text", "reason"), [
+    ("[1, 2]", results.NOT_NUMBERS), ("{}", results.NOT_NUMBERS),
+    ('{"loss": "low"}', results.NOT_NUMBERS), ('{"loss": true}', results.NOT_NUMBERS),
+    ('{"loss": NaN}', results.NOT_NUMBERS), ("not json", results.NOT_JSON),
+    ('{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}', results.TOO_LARGE),
 ])
 def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
-        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, text: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "result.json"
     path.write_text(text)
-    assert results.read_result(str(path)) is None
+    assert results.read_result(str(path)) == f"refused: {reason}"
     assert "is not recorded" in capsys.readouterr().err
 
 
 def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"loss": 1}')
     (tmp_path / "result.json").symlink_to(tmp_path / "elsewhere.json")
-    assert results.read_result(str(tmp_path / "result.json")) is None
+    assert results.read_result(str(tmp_path / "result.json")) == f"refused: {results.NOT_A_FILE}"
     results.remove_result(str(tmp_path / "result.json"))
     assert not (tmp_path / "result.json").is_symlink()
 

@@ -23,10 +23,11 @@ exits 0 would train again and again. The launcher runs the training command and:
   <duration> passed`), then idles or releases as after any failure. No signal stops the clock
   (`train` says why it must not);
 - in a sweep's trial, records after its success the result the training wrote at
-  `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
-  `result: <revision> <compact JSON>` beside the task's record, in a request of its own (so a
-  cluster policy that predates results keeps the success); a result that is not such an
-  object is said and left out, and a stale one is removed before the training starts;
+  `TFCOMPILE_RESULT_FILE` (a JSON object of finite numbers, at most `RESULT_MAXIMUM_BYTES` in
+  UTF-8), as `result: <revision> <compact JSON>` beside the task's record, in a request of its
+  own (so a cluster policy that predates results keeps the success); a file that is not such
+  an object is recorded as `result: <revision> refused: <reason>` (and said in the log), never
+  an exception, and a stale one is removed before the training starts;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly, after recording the
   stop (so a peer that fails for the loss of this task finds it and does not count the failure);
   the training has the pod's grace period (`terminationGracePeriodSeconds`) to save a checkpoint,

@@ -37,7 +37,8 @@ FAILED_TASK_KEY = "failed-task"
 """Beside a final failure's record, for the Argo CD health check (which compares by equality
 alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
 RESULT_KEY = "result"
-"""The state's key of a trial's result: `<revision> <JSON object of numbers>`."""
+"""The state's key of a trial's result: `<revision> <JSON object of numbers>`, or `<revision>
+refused: <reason>` when what the training wrote is not a result (`results.py`)."""
 
 
 def parse_clock(record: str, revision: str, now: float) -> tuple[float, int] | None:
