@@ -95,12 +95,15 @@ def test_maximize_puts_the_highest_first_and_no_objective_orders_by_values() -> 
 
 
 def test_a_result_of_another_revision_or_not_numbers_is_not_shown() -> None:
+    """Another revision's result is none; one that is not a JSON object of finite numbers
+    (the launcher's rule, whoever wrote it) is shown as unreadable, not in part."""
     stale = status_of("grid-aaaaaaaa", {"RATE": "1"}, succeeded('{"loss":0.1}', revision=OLD))
-    assert stale.result is None
+    assert stale.result is None and stale.result_note == ""
     broken = status_of("grid-bbbbbbbb", {"RATE": "2"}, succeeded('{"loss":"low"'))
-    assert broken.result is None
+    assert broken.result is None and broken.result_note == "unreadable: not JSON"
     mixed = status_of("grid-cccccccc", {"RATE": "3"}, succeeded('{"loss":0.2,"note":"x"}'))
-    assert mixed.result == {"loss": 0.2}
+    assert mixed.result is None
+    assert mixed.result_note == "unreadable: not a JSON object of finite numbers"
 
 
 def test_text_from_the_cluster_is_printed_escaped() -> None:
