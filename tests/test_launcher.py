@@ -25,9 +25,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler.launcher import gate, program, records
+from tfcompile.compiler.launcher import gate, program, records, results
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
+from tfcompile.compiler.objects.builders.launcher_policy import records_policy
 from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH, REVISION_VARIABLE
@@ -372,6 +373,24 @@ def test_the_record_format_the_cluster_enforces_is_the_launchers() -> None:
                   f"training {revision} since -5 stops 0", f"stopped {revision} after 1 stops",
                   f"training {revision} since 1795000000 stops 0 and more"):
         assert not re.fullmatch(launcher.RECORD_PATTERN, value), value
+
+
+def test_the_launcher_policy_admits_each_result_note_and_counts_a_result_in_bytes() -> None:
+    """The launcher records `<revision> refused: <reason>` for a file that is no result: the
+    policy's pattern admits each reason it gives and nothing else after `refused:`; and it
+    bounds a result in UTF-8 bytes, as the launcher does (CEL's `size()` of a string counts
+    characters, a 4-byte one as one: the rule takes the size of its `bytes()`; the API
+    server's evaluation of it is shown in tests/cluster/test_launcher_policy.py)."""
+    revision = "0123456789ab"
+    for reason in results.REFUSALS:
+        assert re.fullmatch(launcher.RESULT_PATTERN, f"{revision} refused: {reason}"), reason
+    for note in ("refused: ", "refused: not JSON; more", "refused: \x1b[2J", "refused"):
+        assert not re.fullmatch(launcher.RESULT_PATTERN, f"{revision} {note}"), note
+    (rule,) = (validation for validation in records_policy()["spec"]["validations"]
+               if "may set result only" in validation.get("messageExpression", ""))
+    assert f"size(bytes(variables.new['result'])) <= {12 + 1 + 4096}" in rule["expression"]
+    assert "size(variables.new['result'])" not in rule["expression"]
+    assert "4096 bytes (UTF-8)" in rule["messageExpression"]
 
 
 def test_the_deadline_clock_goes_on_after_a_restart_and_pauses_while_stopped() -> None:

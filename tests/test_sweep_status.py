@@ -95,12 +95,15 @@ def test_maximize_puts_the_highest_first_and_no_objective_orders_by_values() -> 
 
 
 def test_a_result_of_another_revision_or_not_numbers_is_not_shown() -> None:
+    """Another revision's result is none; one that is not a JSON object of finite numbers
+    (the launcher's rule, whoever wrote it) is shown as unreadable, not in part."""
     stale = status_of("grid-aaaaaaaa", {"RATE": "1"}, succeeded('{"loss":0.1}', revision=OLD))
-    assert stale.result is None
+    assert stale.result is None and stale.result_note == ""
     broken = status_of("grid-bbbbbbbb", {"RATE": "2"}, succeeded('{"loss":"low"'))
-    assert broken.result is None
+    assert broken.result is None and broken.result_note == "unreadable: not JSON"
     mixed = status_of("grid-cccccccc", {"RATE": "3"}, succeeded('{"loss":0.2,"note":"x"}'))
-    assert mixed.result == {"loss": 0.2}
+    assert mixed.result is None
+    assert mixed.result_note == "unreadable: not a JSON object of finite numbers"
 
 
 def test_text_from_the_cluster_is_printed_escaped() -> None:
@@ -127,22 +130,24 @@ def test_the_launcher_reads_a_result_of_numbers_as_compact_json(tmp_path: Path) 
     assert results.read_result("") is None
 
 
-@pytest.mark.parametrize("text", [
-    "[1, 2]", "{}", '{"loss": "low"}', '{"loss": true}', '{"loss": NaN}', "not json",
-    '{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}',
+@pytest.mark.parametrize(("text", "reason"), [
+    ("[1, 2]", results.NOT_NUMBERS), ("{}", results.NOT_NUMBERS),
+    ('{"loss": "low"}', results.NOT_NUMBERS), ('{"loss": true}', results.NOT_NUMBERS),
+    ('{"loss": NaN}', results.NOT_NUMBERS), ("not json", results.NOT_JSON),
+    ('{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}', results.TOO_LARGE),
 ])
 def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
-        tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, text: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "result.json"
     path.write_text(text)
-    assert results.read_result(str(path)) is None
+    assert results.read_result(str(path)) == f"refused: {reason}"
     assert "is not recorded" in capsys.readouterr().err
 
 
 def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"loss": 1}')
     (tmp_path / "result.json").symlink_to(tmp_path / "elsewhere.json")
-    assert results.read_result(str(tmp_path / "result.json")) is None
+    assert results.read_result(str(tmp_path / "result.json")) == f"refused: {results.NOT_A_FILE}"
     results.remove_result(str(tmp_path / "result.json"))
     assert not (tmp_path / "result.json").is_symlink()
 

@@ -20,6 +20,13 @@ column shows it).
 
 A sweep's trials are jobs too; the text shows them as one table per sweep (`sweep_status.py`):
 values, phase and result, best first.
+
+The records are written by the job's pods, which run the user's code with a token that may
+patch them; the cluster's launcher policy holds them to the launcher's formats, but a cluster
+without it, or someone with more rights, may leave anything there. So no record is trusted to
+be what it should: one that is not text, or a result that is not one, is shown as unreadable
+(naming its key) and the rest of the job as it is; and should a job's objects still be past
+reading, that job alone is shown as Unreadable, never a traceback that hides every other job.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ from .sweep_status import (
 
 CONTAINER = "tensorflow"
 ABSENT = "-"
+UNREADABLE = "Unreadable"
+"""The phase of a job whose objects could not be read."""
 KUBECTL_TIMEOUT_SECONDS = 60
 
 
@@ -88,6 +97,10 @@ class JobStatus:
     values: dict[str, str] = field(default_factory=dict)
     objective: str = ""
     result: dict[str, float] | None = None
+    result_note: str = ""
+    """Why a trial's recorded result shows no numbers (`refused: …`, `unreadable: …`)."""
+    unreadable: list[str] = field(default_factory=list)
+    """The records (and, for a job past reading, its objects) that could not be read, why."""
     launcher: str = "python"
     """What runs the training (`launcher` in job.yaml): `python`, or `none` (nothing records)."""
 
@@ -139,9 +152,9 @@ def _kubectl_items(namespace: str | None, all_namespaces: bool) -> list[dict[str
         raise StatusError(f"kubectl get failed: {message}")
     try:
         items: list[dict[str, Any]] = json.loads(completed.stdout).get("items", [])
-    except ValueError as error:
+    except (ValueError, RecursionError, AttributeError) as error:
         raise StatusError("kubectl printed something that is not JSON") from error
-    return items
+    return [item for item in items if isinstance(item, dict)]
 
 
 def _context_namespace() -> str:
@@ -169,10 +182,13 @@ def read_status(jobs: Iterable[str], output: Path, namespace: str | None = None,
         items.extend(_kubectl_items(each, all_namespaces))
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for item in items:
-        metadata = item.get("metadata", {})
-        job = (metadata.get("labels") or {}).get(JOB_LABEL)
-        if job:
-            key = (job, metadata.get("namespace") or default_namespace)
+        metadata = item.get("metadata")
+        labels = metadata.get("labels") if isinstance(metadata, dict) else None
+        job = labels.get(JOB_LABEL) if isinstance(labels, dict) else None
+        if isinstance(job, str) and job:
+            namespace_of = metadata.get("namespace") if isinstance(metadata, dict) else None
+            key = (job, namespace_of if isinstance(namespace_of, str) and namespace_of
+                   else default_namespace)
             grouped.setdefault(key, []).append(item)
     names = _named(wanted, grouped, trials) if wanted else \
         {job for job, _ in grouped} | set(committed)
@@ -185,9 +201,21 @@ def read_status(jobs: Iterable[str], output: Path, namespace: str | None = None,
             statuses.append(JobStatus(name, where, "NotDeployed", ABSENT, revision)
                             .with_trial(trials.get(name)))
         for key in keys:
-            statuses.append(job_status(name, key[1], grouped[key], revision)
+            statuses.append(readable_job_status(name, key[1], grouped[key], revision)
                             .with_trial(trials.get(name)))
     return statuses
+
+
+def readable_job_status(name: str, namespace: str, objects: list[dict[str, Any]],
+                        committed: str) -> JobStatus:
+    """`job_status`, or for a job whose objects are past reading (not as the API server
+    returns them), the job as Unreadable with why, so that the other jobs are still shown."""
+    try:
+        return job_status(name, namespace, objects, committed)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError,
+            OverflowError) as error:
+        return JobStatus(name, namespace, UNREADABLE, ABSENT, committed,
+                         unreadable=[f"its objects ({type(error).__name__})"])
 
 
 def _named(wanted: list[str], grouped: dict[tuple[str, str], list[dict[str, Any]]],
@@ -211,11 +239,20 @@ def _state(objects: list[dict[str, Any]], name: str) -> dict[str, Any]:
     return {}
 
 
-def _records(objects: list[dict[str, Any]], name: str) -> tuple[dict[str, str], list[str]]:
+def _records(objects: list[dict[str, Any]], name: str
+             ) -> tuple[dict[str, str], list[str], list[str]]:
+    """The job's records that are text, the tasks that make it succeed, and the keys of the
+    records that are not text (`<key>: not text`)."""
     item = _state(objects, name)
     annotations = (item.get("metadata") or {}).get("annotations") or {}
-    tasks = [task for task in annotations.get(SUCCESS_TASKS_ANNOTATION, "").split(",") if task]
-    return dict(item.get("data") or {}), tasks
+    written = annotations.get(SUCCESS_TASKS_ANNOTATION, "")
+    tasks = [task for task in written.split(",") if task] if isinstance(written, str) else []
+    data = item.get("data") or {}
+    if not isinstance(data, dict):
+        return {}, tasks, ["data: not a map"]
+    records = {str(key): value for key, value in data.items() if isinstance(value, str)}
+    odd = sorted(f"{key}: not text" for key, value in data.items() if not isinstance(value, str))
+    return records, tasks, odd
 
 
 def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
@@ -238,7 +275,7 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
     sets = sorted((o for o in objects if o.get("kind") == "StatefulSet"),
                   key=lambda o: str(o["metadata"].get("name")))
     pods = [o for o in objects if o.get("kind") == "Pod"]
-    records, success_tasks = _records(objects, name)
+    records, success_tasks, unreadable = _records(objects, name)
     deployed = sorted({str(((s["spec"]["template"].get("metadata") or {}).get("annotations")
                             or {}).get(REVISION_ANNOTATION, ABSENT)) for s in sets})
     revision = deployed[0] if len(deployed) == 1 else ABSENT
@@ -269,14 +306,16 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
         running = [p for p in own if (p.get("status") or {}).get("phase") == "Running"]
         pending = pending or len(running) < replicas
     phase = _phase(roles, records, success_tasks, revision, pending)
-    status = JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles)
+    status = JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles,
+                       unreadable=unreadable)
     state = _state(objects, name)
     status.with_trial(trial_info(state))
     launcher = ((state.get("metadata") or {}).get("annotations") or {}).get(LAUNCHER_ANNOTATION)
     if isinstance(launcher, str) and launcher:
         status.launcher = launcher
     if status.sweep is not None:
-        status.result = recorded_result(records, revision)
+        result = recorded_result(records, revision)
+        status.result, status.result_note = result.values, result.note
     return status
 
 
@@ -298,6 +337,10 @@ def as_json(statuses: list[JobStatus]) -> str:
     return json.dumps([asdict(status) for status in statuses], indent=2) + "\n"
 
 
+def _unreadable(status: JobStatus) -> str:
+    return "unreadable, left out: " + "; ".join(printable(what) for what in status.unreadable)
+
+
 def as_text(statuses: list[JobStatus]) -> str:
     """A table per sweep (its trials, best first), then per job: phase and revisions, then one
     line per role. Every text that comes from the cluster (names, annotations, the records
@@ -309,8 +352,10 @@ def as_text(statuses: list[JobStatus]) -> str:
             sweeps.setdefault(status.sweep, []).append(status)
     for sweep, trials in sorted(sweeps.items()):
         trial_rows = [TrialRow(trial.name, trial.namespace, trial.phase, trial.values,
-                               trial.result) for trial in trials]
+                               trial.result, trial.result_note) for trial in trials]
         lines.extend(sweep_table(sweep, trial_rows, trials[0].objective))
+        lines.extend(f"  {printable(trial.name)}: {_unreadable(trial)}" for trial in trials
+                     if trial.unreadable)
     for status in statuses:
         if status.sweep is not None:
             continue
@@ -321,6 +366,8 @@ def as_text(statuses: list[JobStatus]) -> str:
         lines.append(f"{printable(status.name)} ({printable(status.namespace)}): "
                      f"{status.phase}; revision deployed {printable(status.deployed_revision)}, "
                      f"committed {printable(status.committed_revision)}{stale}{unrecorded}")
+        if status.unreadable:
+            lines.append(f"  {_unreadable(status)}")
         if not status.roles:
             continue
         rows = [("ROLE", "READY", "RESTARTS", "LAST EXIT", "RECORDED")]

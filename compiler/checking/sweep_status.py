@@ -3,8 +3,11 @@
 Each trial of a sweep is a job of its own, whose state ConfigMap says which sweep it belongs to
 (the `tfcompile.dev/sweep` label), its point and the sweep's objective (annotations written by
 the compiler), and, once its training wrote one and succeeded, its result (`result: <revision>
-<JSON object of numbers>`, written by the launcher). A result counts only for the revision that
-is deployed: a trial changed since is running again.
+<JSON object of numbers>`, written by the launcher, or `<revision> refused: <reason>` when the
+file was no result). A result counts only for the revision that is deployed: a trial changed
+since is running again. A record is read with the launcher's own rule (`parse_result`: bounded
+in bytes, no number beyond a double, no nesting), and one that breaks it, whoever wrote it, is
+shown as unreadable, never an exception: one odd trial must not hide the others.
 
 "Best" is the sweep's `objective`: the trials whose result has its metric come first, highest
 first for `maximize` and lowest first for `minimize`; then the others. Without an objective,
@@ -16,7 +19,6 @@ holds.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +29,21 @@ from tfcompile.compiler.objects.labels import (
     SWEEP_OBJECTIVE_ANNOTATION,
     SWEEP_VALUES_ANNOTATION,
 )
-from tfcompile.compiler.objects.launcher import RESULT_KEY, REVISION_DIGITS
+from tfcompile.compiler.objects.launcher import (
+    REFUSALS,
+    REFUSED,
+    RESULT_KEY,
+    REVISION_DIGITS,
+    ResultRefused,
+    parse_result,
+)
 from tfcompile.compiler.objects.names import state_config_map_name
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
 
 ABSENT = "-"
 MAXIMIZE = "maximize"
+UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -52,33 +62,49 @@ def trial_info(state: Mapping[str, Any]) -> TrialInfo | None:
     metadata = state.get("metadata")
     if not isinstance(metadata, dict):
         return None
-    sweep = (metadata.get("labels") or {}).get(SWEEP_LABEL)
-    annotations = metadata.get("annotations") or {}
+    labels, annotations = metadata.get("labels"), metadata.get("annotations")
+    if not isinstance(labels, dict) or not isinstance(annotations, dict):
+        return None
+    sweep = labels.get(SWEEP_LABEL)
     try:
         values = json.loads(annotations.get(SWEEP_VALUES_ANNOTATION, ""))
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
-    if not isinstance(sweep, str) or not isinstance(values, dict):
+    if not isinstance(sweep, str) or not isinstance(values, dict) or not all(
+            isinstance(value, str) for value in values.values()):
         return None
     objective = annotations.get(SWEEP_OBJECTIVE_ANNOTATION, "")
-    return TrialInfo(sweep, {str(name): str(value) for name, value in values.items()},
-                     objective if isinstance(objective, str) else "")
+    return TrialInfo(sweep, dict(values), objective if isinstance(objective, str) else "")
 
 
-def recorded_result(records: Mapping[str, str], revision: str) -> dict[str, float] | None:
-    """The result recorded for `revision`, or None (none, another revision's, not numbers)."""
-    recorded = records.get(RESULT_KEY, "")
+@dataclass(frozen=True)
+class RecordedResult:
+    """A trial's recorded result for the deployed revision: its numbers, or a note why there
+    are none though something is recorded (`refused: <reason>`, the launcher's; `unreadable:
+    <reason>`, a record that is not as the launcher writes it); neither when none is."""
+
+    values: dict[str, float] | None = None
+    note: str = ""
+
+
+def recorded_result(records: Mapping[str, object], revision: str) -> RecordedResult:
+    """The result recorded for `revision` (another revision's is no result)."""
+    recorded = records.get(RESULT_KEY)
+    if recorded is None:
+        return RecordedResult()
+    if not isinstance(recorded, str):
+        return RecordedResult(note=f"{UNREADABLE}: not text")
     if recorded[:REVISION_DIGITS] != revision or recorded[REVISION_DIGITS:][:1] != " ":
-        return None
+        return RecordedResult()
+    text = recorded[REVISION_DIGITS + 1:]
+    reason = text.removeprefix(f"{REFUSED}: ")
+    if reason != text and reason in REFUSALS:
+        return RecordedResult(note=text)
     try:
-        found = json.loads(recorded[REVISION_DIGITS + 1:])
-    except ValueError:
-        return None
-    if not isinstance(found, dict):
-        return None
-    return {str(name): float(value) for name, value in found.items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value)}
+        found = parse_result(text.encode("utf-8", errors="surrogatepass"))
+    except ResultRefused as refusal:
+        return RecordedResult(note=f"{UNREADABLE}: {refusal.reason}")
+    return RecordedResult({name: float(value) for name, value in found.items()})
 
 
 def committed_trials(output: Path) -> dict[str, TrialInfo]:
@@ -109,6 +135,8 @@ class TrialRow:
     phase: str
     values: dict[str, str]
     result: dict[str, float] | None
+    note: str = ""
+    """Why a recorded result has no numbers (`RecordedResult.note`)."""
 
 
 def _ranked(rows: list[TrialRow], objective: str) -> list[TrialRow]:
@@ -124,6 +152,14 @@ def _ranked(rows: list[TrialRow], objective: str) -> list[TrialRow]:
     return sorted(rows, key=key)
 
 
+def _result_cell(row: TrialRow) -> str:
+    """The RESULT column: the numbers, else why there are none (refused, unreadable), else `-`."""
+    if row.result:
+        return ", ".join(f"{printable(name)}={value:.6g}"
+                         for name, value in sorted(row.result.items()))
+    return printable(row.note) if row.note else ABSENT
+
+
 def sweep_table(sweep: str, rows: list[TrialRow], objective: str) -> list[str]:
     """The lines of one sweep's table, every text from the cluster printed escaped."""
     namespaces = sorted({row.namespace for row in rows})
@@ -135,11 +171,9 @@ def sweep_table(sweep: str, rows: list[TrialRow], objective: str) -> list[str]:
     parameters = sorted({name for row in rows for name in row.values})
     table = [("TRIAL", *parameters, "PHASE", "RESULT")]
     for row in _ranked(rows, objective):
-        result = ABSENT if not row.result else ", ".join(
-            f"{printable(name)}={value:.6g}" for name, value in sorted(row.result.items()))
         table.append((printable(row.name),
                       *(printable(row.values.get(name, ABSENT)) for name in parameters),
-                      printable(row.phase), result))
+                      printable(row.phase), _result_cell(row)))
     widths = [max(len(cells[column]) for cells in table) for column in range(len(table[0]) - 1)]
     for cells in table:
         padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=False)]

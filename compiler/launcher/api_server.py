@@ -62,8 +62,12 @@ class ApiServer:
         return "/api/v1/namespaces/" + self.namespace + "/configmaps/" + name
 
     def records(self, name: str) -> dict[str, str]:
-        data = self.call("GET", self.config_map_path(name)).get("data") or {}
-        return {str(key): str(value) for key, value in data.items()}
+        """The ConfigMap's data; anything in it that is not text is left out."""
+        data = self.call("GET", self.config_map_path(name)).get("data")
+        if not isinstance(data, dict):
+            return {}
+        return {key: value for key, value in data.items()
+                if isinstance(key, str) and isinstance(value, str)}
 
     def record(self, name: str, entries: dict[str, str], attempts: int = 6,
                timeout: float = 30.0) -> None:

@@ -16,18 +16,22 @@ exits 0 would train again and again. The launcher runs the training command and:
   and idles (or releases the job's pods with `onFailure: release`); a failure that follows a
   peer's stop (a peer deleted, evicted or drained during this training) is not counted;
 - keeps the deadline's clock (`deadline`): the seconds this revision has trained in this task,
-  the times a signal stopped it left out, in the task's record (`training <revision> since
-  <epoch seconds> stops <n>`, and `stopped <revision> after <seconds> stops <n>` once a signal
-  stopped it); when the clock passes the deadline it stops the training and records the failure
-  (`deadline <duration> passed`), then idles or releases as after any failure;
+  the times no training ran after a signal stopped it left out, in the task's record
+  (`training <revision> since <epoch seconds> stops <n>`, and `stopped <revision> after
+  <seconds> stops <n>` once a signal stopped it, renewed until the training has ended); when
+  the clock passes the deadline it stops the training and records the failure (`deadline
+  <duration> passed`), then idles or releases as after any failure. No signal stops the clock
+  (`train` says why it must not);
 - in a sweep's trial, records after its success the result the training wrote at
-  `TFCOMPILE_RESULT_FILE` (a JSON object of numbers, at most `RESULT_MAXIMUM_BYTES`), as
-  `result: <revision> <compact JSON>` beside the task's record, in a request of its own (so a
-  cluster policy that predates results keeps the success); a result that is not such an
-  object is said and left out, and a stale one is removed before the training starts;
+  `TFCOMPILE_RESULT_FILE` (a JSON object of finite numbers, at most `RESULT_MAXIMUM_BYTES` in
+  UTF-8), as `result: <revision> <compact JSON>` beside the task's record, in a request of its
+  own (so a cluster policy that predates results keeps the success); a file that is not such
+  an object is recorded as `result: <revision> refused: <reason>` (and said in the log), never
+  an exception, and a stale one is removed before the training starts;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly, after recording the
   stop (so a peer that fails for the loss of this task finds it and does not count the failure);
-  the training has the pod's grace period (`terminationGracePeriodSeconds`) to save a checkpoint;
+  the training has the pod's grace period (`terminationGracePeriodSeconds`) to save a checkpoint,
+  and a training that ends after a signal records neither success nor failure;
 - holds the training back until every other task of its `TF_CONFIG` runs the same revision, and
   stops it when a peer answers another one (the revision gate; `compiler/objects/revision_gate.py`
   says why).
@@ -79,6 +83,12 @@ REVISION_VARIABLE = "TFCOMPILE_REVISION"
 STOP_SECONDS = 30.0
 """How long a training stopped by the launcher (deadline, another revision) has to end after
 SIGTERM before it is killed."""
+STOP_CLOCK_SECONDS = 5.0
+"""How often the record of a stop is renewed while the stopped training still runs: the
+deadline's clock counts its time (`State.renew_stop`), and the kubelet may kill the launcher
+with it at the end of the grace period."""
+IDLE_SECONDS = 3600.0
+"""How long an idle launcher sleeps at a time."""
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -155,14 +165,16 @@ def exit_quietly(number: int, frame: object) -> NoReturn:
 DEFERRED_SIGNALS: list[int] = []
 
 
-def idle(reason: str) -> NoReturn:
+def idle(reason: str, stopped: bool = False) -> NoReturn:
+    """Idle until the pod is stopped; exit at once when a signal already came (`stopped`, or
+    one deferred while the outcome was recorded)."""
     say(reason + "; idling (delete or suspend the job to stop)")
     signal.signal(signal.SIGTERM, exit_quietly)
     signal.signal(signal.SIGINT, exit_quietly)
-    if DEFERRED_SIGNALS:
+    if stopped or DEFERRED_SIGNALS:
         sys.exit(0)
     while True:
-        time.sleep(3600)
+        time.sleep(IDLE_SECONDS)
 
 
 class Ending:
@@ -192,7 +204,15 @@ def stop(child: subprocess.Popen[bytes]) -> int:
 def train(command: list[str], gate: RevisionGate, state: State, until: float | None,
           peers: list[str]) -> Ending:
     """Run the command once every task runs this revision, forwarding SIGTERM and SIGINT (the
-    stop recorded first), watching the peers' revisions and the deadline (`until`)."""
+    stop recorded first), watching the peers' revisions and the deadline (`until`).
+
+    No signal stops the deadline. The launcher cannot tell the kubelet's SIGTERM from one the
+    training's own processes send it, so it treats both alike: it forwards the signal and
+    waits for the training to end, and meanwhile the deadline still stops it when it comes
+    (where the kubelet sent the signal, it kills the pod at the end of its grace period
+    anyway), and the stop's record is renewed while the training runs and once more when it
+    has ended, so a restart goes on from every second the training ran; only the time after
+    it ended, when nothing of this task trains, is left out."""
     stopping: list[int] = []
     child: subprocess.Popen[bytes] | None = None
 
@@ -210,7 +230,7 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
-    if not gate.wait(until):
+    if not gate.wait(until) or (until is not None and time.time() >= until):
         return Ending(1, deadline=True)
     state.refresh()
     peer_stops = state.stops_of(peers)
@@ -221,21 +241,27 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
         return Ending(127, peer_stops=peer_stops)
     while True:
         wait = gate.watch_seconds
-        if until is not None and not stopping:
+        if until is not None:
             if time.time() >= until:
-                return Ending(stop(child), deadline=True)
-            wait = max(0.1, min(wait, until - time.time()))
+                return Ending(stop(child), deadline=True, signalled=bool(stopping))
+            wait = max(0.1, min(STOP_CLOCK_SECONDS if stopping else wait, until - time.time()))
         try:
             status = child.wait(timeout=wait)
             break
         except subprocess.TimeoutExpired:
             pass
-        if stopping or not gate.peers:
+        if stopping:
+            if until is not None:  # without a deadline, the clock counts for nothing
+                state.renew_stop()
+            continue
+        if not gate.peers:
             continue
         reason = gate.superseded()
         if reason is not None:
             stop(child)
             return Ending(1, superseded=reason)
+    if stopping:
+        state.renew_stop()  # the training's last seconds count too
     return Ending(128 - status if status < 0 else status, signalled=bool(stopping),
                   peer_stops=peer_stops)
 
@@ -286,18 +312,20 @@ def main(arguments: list[str]) -> int:
     tasks = peer_tasks(json.loads(os.environ.get("TF_CONFIG") or "{}"))
     ending = train(command, gate, state, until, tasks)
     status = ending.status
+    if ending.deadline and deadline is not None:  # whatever signals came before it
+        why = "deadline " + str(deadline["written"]) + " passed"
+        say("revision " + revision + " has trained for its deadline; stopped (" + why + ")")
+        state.record(FAILED, why)
+        after_failure(state, settings)
+        idle("the task stopped at the deadline", stopped=ending.signalled)
     if ending.signalled:
+        say("the training ended (status " + str(status) + ") after a signal stopped it: "
+            "neither a success nor a failure is recorded")
         return status
     if ending.superseded is not None:
         say(ending.superseded + ", not " + revision + ": stopping the training; this pod is "
             "being replaced")
         return status
-    if ending.deadline and deadline is not None:
-        why = "deadline " + str(deadline["written"]) + " passed"
-        say("revision " + revision + " has trained for its deadline; stopped (" + why + ")")
-        state.record(FAILED, why)
-        after_failure(state, settings)
-        idle("the task stopped at the deadline")
     if status == 0:
         state.record(SUCCEEDED, result=read_result(result_file))
         after_success(state, settings)

@@ -27,6 +27,8 @@ suspended): `training <revision> since <epoch seconds> stops <n>`, `stopped <rev
 <seconds> stops <n>`. The deadline's clock, and the count of signal stops its peers compare."""
 CLOCK_FILE = "clock"
 """This pod's copy of the task's training record, for a run without an API server."""
+CLOCK_MAXIMUM_DIGITS = 12
+"""The most digits of a time or count in a training record (the launcher policy's too)."""
 STOP_RECORD_SECONDS = 3.0
 """The longest one attempt to record a stop may take (the pod's grace period is running)."""
 FAILURES_FILE = "failures"
@@ -35,19 +37,22 @@ FAILED_TASK_KEY = "failed-task"
 """Beside a final failure's record, for the Argo CD health check (which compares by equality
 alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
 RESULT_KEY = "result"
-"""The state's key of a trial's result: `<revision> <JSON object of numbers>`."""
+"""The state's key of a trial's result: `<revision> <JSON object of numbers>`, or `<revision>
+refused: <reason>` when what the training wrote is not a result (`results.py`)."""
 
 
 def parse_clock(record: str, revision: str, now: float) -> tuple[float, int] | None:
     """When the deadline's clock started (epoch seconds) and how many times a signal stopped
-    the task, from a training record of `revision`; None for any other record."""
+    the task, from a training record of `revision`; None for any other record.
+
+    Only the digits the launcher writes (and the cluster's launcher policy admits) are read:
+    `float` would also take `nan`, a start after which no time ever passes the deadline."""
     parts = record.split(" ")
-    if len(parts) != 6 or parts[1] != revision or parts[4] != "stops":
+    if len(parts) != 6 or parts[1] != revision or parts[4] != "stops" or not all(
+            part.isascii() and part.isdigit() and len(part) <= CLOCK_MAXIMUM_DIGITS
+            for part in (parts[3], parts[5])):
         return None
-    try:
-        seconds, stops = float(parts[3]), int(parts[5])
-    except ValueError:
-        return None
+    seconds, stops = float(parts[3]), int(parts[5])
     if parts[0] == TRAINING and parts[2] == "since":
         return min(seconds, now), stops
     if parts[0] == STOPPED and parts[2] == "after":
@@ -148,6 +153,12 @@ class State:
         """A signal stops the training: pause the clock and count the stop, first thing, so a
         peer that fails for the loss of this task finds the stop recorded."""
         self.stops += 1
+        self.renew_stop()
+
+    def renew_stop(self) -> None:
+        """The stopped training still runs (its grace period, or a training that ignores the
+        signal): the clock goes on until it ends, so the stop's record says how long the task
+        has trained by now. Whoever sent the signal, every second the training runs counts."""
         self.save_clock(STOPPED + " " + self.revision + " after "
                         + str(max(0, int(time.time() - self.started))) + " stops "
                         + str(self.stops), attempts=2, timeout=STOP_RECORD_SECONDS)

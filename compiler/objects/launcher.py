@@ -33,14 +33,22 @@ from tfcompile.compiler.launcher.records import (
     SUCCEEDED,
     TRAINING,
 )
-from tfcompile.compiler.launcher.results import RESULT_FILE, RESULT_MAXIMUM_BYTES
+from tfcompile.compiler.launcher.results import (
+    REFUSALS,
+    REFUSED,
+    RESULT_FILE,
+    RESULT_MAXIMUM_BYTES,
+    ResultRefused,
+    parse_result,
+)
 from tfcompile.spec.models import Launcher, TrainingJob
 from tfcompile.spec.rules import RESERVED_MOUNT_PATH
 
 __all__ = [
-    "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL",
-    "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING", "SETTINGS_FILE",
-    "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram", "runs_launcher",
+    "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL", "REFUSALS",
+    "REFUSED", "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING",
+    "SETTINGS_FILE", "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram",
+    "ResultRefused", "parse_result", "runs_launcher",
 ]
 
 STATE_VOLUME = "tfcompile-state"
@@ -66,9 +74,16 @@ RECORD_PATTERN = (
 <revision> deadline <duration> passed`; `training <revision> since <epoch seconds> stops <n>`;
 `stopped <revision> after <seconds> stops <n>`. A regular expression that RE2 (the API server's,
 for the launcher policy) and Python read alike."""
-RESULT_PATTERN = rf"^[0-9a-f]{{{REVISION_DIGITS}}} [{{].*[}}]$"
-"""A sweep trial's recorded result, `<revision> {...}` (`RESULT_KEY`), for RE2 (the launcher
-policy) as for Python."""
+RESULT_PATTERN = (
+    rf"^[0-9a-f]{{{REVISION_DIGITS}}} "
+    rf"([{{].*[}}]|{REFUSED}: ({'|'.join(REFUSALS)}))$"
+)
+"""A sweep trial's recorded result (`RESULT_KEY`): `<revision> {...}`, or `<revision> refused:
+<reason>` for a file that is no result, with one of the launcher's reasons (plain words, no
+character special to a regular expression or a CEL string); for RE2 (the launcher policy) as
+for Python. Its size is the policy's to bound, in bytes."""
+RESULT_RECORD_MAXIMUM_BYTES = REVISION_DIGITS + 1 + RESULT_MAXIMUM_BYTES
+"""The most a recorded result may hold, in UTF-8 bytes: the revision, a space, the result."""
 
 
 @dataclass(frozen=True)

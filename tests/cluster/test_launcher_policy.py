@@ -242,8 +242,10 @@ def test_a_named_account_s_tokens_outside_the_job_s_task_pods_change_nothing(
 
 def test_a_pod_records_a_trial_s_result_only_beside_its_own_success(
         cluster: Cluster, tmp_path: Path) -> None:
-    """A sweep trial's `result`: `<revision> {…}`, bounded, and only beside the pod's own
-    success record of that revision (so a pod cannot rank a trial it did not finish)."""
+    """A sweep trial's `result`: `<revision> {…}` or the launcher's note that it refused the
+    file, bounded in UTF-8 bytes (CEL's size() of a string counts characters), and only beside
+    the pod's own success record of that revision (so a pod cannot rank a trial it did not
+    finish)."""
     job = deploy(cluster, tmp_path, "resulted")
     revision = job.revision
     pod = PodToken(cluster, job, "resulted-worker-0", tmp_path)
@@ -253,14 +255,18 @@ def test_a_pod_records_a_trial_s_result_only_beside_its_own_success(
         before.stderr
     success = f"succeeded {revision}"
     for wrong in (f'{"0" * 12} {{"loss":0.25}}', f"{revision} 0.25", f'{revision} {{"a":1}}\n',
-                  f'{revision} {{"a":"' + "x" * 4096 + '"}'):
+                  f'{revision} {{"a":"' + "x" * 4096 + '"}',
+                  f'{revision} {{"' + "\U0001f600" * 1023 + '":1}',  # 1029 characters, 4098 bytes
+                  f"{revision} refused: a reason of its own"):
         refused_result = pod.patch_state(job, {"data": {"worker-0": success, "result": wrong}})
         assert refused(refused_result, "records", "may set result only"), wrong[:40]
     failure = f"failed {revision} exit 3 after 2 restarts"
     assert refused(pod.patch_state(job, {"data": {"worker-0": failure, "result": result}}),
                    "records", "may set result only")
-    recorded = pod.patch_state(job, {"data": {"worker-0": success, "result": result}})
-    assert recorded.returncode == 0, recorded.stderr
+    for admitted in (f'{revision} {{"' + "\U0001f600" * 1022 + '":1}',  # 4094 bytes
+                     f"{revision} refused: not JSON", result):
+        recorded = pod.patch_state(job, {"data": {"worker-0": success, "result": admitted}})
+        assert recorded.returncode == 0, recorded.stderr
     assert job.records() == {"worker-0": success, "result": result}
     # Another task's pod of the job may not overwrite it: its own record is not a success.
     other = PodToken(cluster, job, "resulted-worker-1", tmp_path)

@@ -15,7 +15,10 @@ once per cluster from the file `init` writes, say the rest in CEL:
   no key; no create, no delete, no metadata. Beside its own final failure it may set the two
   keys the Argo CD health check reads (`failed-revision`, `failed-task`), only to what that
   failure record says; beside its own success it may set a sweep trial's `result`, only as
-  `<the revision that succeeded> {…}` and at most `RESULT_MAXIMUM_BYTES` after the revision.
+  `<the revision that succeeded> {…}` or `<that revision> refused: <one of the launcher's
+  reasons>`, and at most `RESULT_MAXIMUM_BYTES` after the revision, counted in UTF-8 bytes as
+  the launcher counts them: CEL's `size()` of a string counts code points (a 4-byte character
+  as one), so the rule takes the size of the string's `bytes()`.
 
 Whose requests. An account's labels are not part of a request, but two things are: the user
 name, `system:serviceaccount:<namespace>:<account>`, and, for a token bound to a pod (the
@@ -47,6 +50,7 @@ from ..launcher import (
     RESULT_KEY,
     RESULT_MAXIMUM_BYTES,
     RESULT_PATTERN,
+    RESULT_RECORD_MAXIMUM_BYTES,
     REVISION_DIGITS,
     SUCCEEDED,
 )
@@ -160,12 +164,13 @@ the revision it names, and the task with the record's detail."""
 _RESULT = f"""\
 !('{RESULT_KEY}' in variables.changed) ||
 (variables.task in variables.new &&
- size(variables.new['{RESULT_KEY}']) <= {REVISION_DIGITS + 1 + RESULT_MAXIMUM_BYTES} &&
+ size(bytes(variables.new['{RESULT_KEY}'])) <= {RESULT_RECORD_MAXIMUM_BYTES} &&
  variables.new['{RESULT_KEY}'].matches('{RESULT_PATTERN}') &&
  variables.new[variables.task] ==
    '{SUCCEEDED} ' + variables.new['{RESULT_KEY}'].substring(0, {REVISION_DIGITS}))"""
-"""A trial's result, when a request sets it, is `<revision> {{…}}` of bounded size, beside the
-pod's own success record of that revision."""
+"""A trial's result, when a request sets it, is `<revision> {{…}}` (or the launcher's note that
+it refused the file) of bounded size in UTF-8 bytes, beside the pod's own success record of
+that revision."""
 
 
 def records_policy() -> dict[str, Any]:
@@ -221,7 +226,8 @@ def records_policy() -> dict[str, Any]:
              "reason": "Forbidden",
              "messageExpression": f"'pod ' + variables.pod + ' may set {RESULT_KEY} only "
                                   f"beside its own success record, as \"<revision> {{...}}\" "
-                                  f"of at most {RESULT_MAXIMUM_BYTES} characters'"},
+                                  f"of at most {RESULT_MAXIMUM_BYTES} bytes (UTF-8) or "
+                                  f"\"<revision> refused: <reason>\"'"},
             {"expression": "!(variables.task in variables.new) ||\n"
                            f"variables.new[variables.task].matches('{RECORD_PATTERN}')",
              "reason": "Forbidden",
