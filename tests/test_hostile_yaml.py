@@ -251,3 +251,45 @@ def test_a_reused_anchor_builds_without_printing_the_input(
     assert completed.returncode == 0, completed.stderr
     assert MARKER not in completed.stdout + completed.stderr
 
+
+TAGGED_VALUES = ["!!int x", "!!float abc", "!!bool maybe", "!!bool", "!!null x",
+                 "!!timestamp notatime", "!!binary '!!!'", "!!omap {a: 1}", "!!set [a]",
+                 "!!int [a]", "!<tag:yaml.org,2002:int>", f"!{MARKER} x",
+                 "!!python/object/apply:os.system [ls]"]
+
+
+@pytest.mark.parametrize("tagged", TAGGED_VALUES)
+def test_what_validate_reads_refuses_a_tag_at_its_place_without_a_traceback(tagged: str) -> None:
+    """Kustomizations and manifests (`yaml_input`): a value its tag cannot hold is an error
+    that says where, never another exception, and repeats no value."""
+    from tfcompile.compiler.yaml_input import (
+        YamlInputError,
+        read_document,
+        read_documents,
+        read_generated_document,
+        read_manifests,
+    )
+
+    text = f"kind: Kustomization\nnamePrefix: {tagged}\n"
+    for read in (read_document, read_documents, read_generated_document, read_manifests):
+        try:
+            read(text)
+        except YamlInputError as error:
+            assert MARKER not in str(error)
+            if "tag cannot hold" in str(error):
+                assert str(error).startswith("line 2, column 13: "), str(error)
+
+
+@pytest.mark.parametrize("tagged", ["!!bool maybe", "!!int x", "!<tag:yaml.org,2002:int>"])
+def test_validate_of_a_kustomization_with_a_tag_fails_without_a_traceback(
+    tagged: str, tmp_path: Path, write_job: Callable[..., Path],
+    run_cli: Callable[..., Result],
+) -> None:
+    assert run_cli("build", str(write_job(MINIMAL_JOB)), "-o", str(tmp_path / "out")).status == 0
+    kustomization = tmp_path / "out" / "demo" / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "kind: Kustomization\n", f"kind: Kustomization\nnamePrefix: {tagged}\n"))
+    result = run_cli("validate", str(tmp_path / "out" / "demo"))
+    assert result.status == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert f"{tmp_path / 'out' / 'demo'}: cannot render: " in result.stderr
