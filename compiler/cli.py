@@ -176,8 +176,13 @@ def _init(arguments: argparse.Namespace) -> int:
     try:
         requirement = tfcompile_requirement(arguments.tfcompile_requirement)
         written = write_scaffold(directory, requirement.text)
-    except (InstallationError, ScaffoldError) as error:
+    except InstallationError as error:
         print(f"tfcompile: {error}; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    except ScaffoldError as error:
+        for reason in error.reasons:
+            print(f"tfcompile: {reason}", file=sys.stderr)
+        print("tfcompile: nothing was written", file=sys.stderr)
         return EXIT_USAGE
     if requirement.note:
         print(f"tfcompile: {requirement.note}", file=sys.stderr)

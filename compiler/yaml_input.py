@@ -24,16 +24,41 @@ from typing import Any
 
 
 class YamlInputError(ValueError):
-    """Text that is not valid YAML; the message says where, as the parser put it."""
+    """Text that is not valid YAML, or a value its tag cannot hold: the message says where
+    (`line L, column C: …`) and what, never quoting the input."""
 
 
-_CONSTRUCTION_ERRORS = (ValueError, TypeError, ArithmeticError)
-"""What ruamel's constructors raise for a value their tag cannot hold (`!!int x`, a list as a
-mapping's key), where the parser would have raised a YAMLError."""
+_CONSTRUCTION_ERRORS = (ValueError, TypeError, ArithmeticError, LookupError, AttributeError)
+"""What ruamel's constructors raise for a value their tag cannot hold (`!!int x`, `!!bool maybe`,
+an empty `!<tag:yaml.org,2002:int>`, a list as a mapping's key), where the parser would have
+raised a YAMLError."""
+
+
+class _UnreadableValue(Exception):
+    """A value its tag cannot hold, at the node's line and column (from 1); the value itself
+    is not repeated."""
+
+    def __init__(self, failure: Exception, line: int, column: int) -> None:
+        super().__init__(f"line {line}, column {column}: a value its tag cannot hold "
+                         f"({type(failure).__name__})")
 
 
 def _construction_problem(failure: Exception) -> str:
     return f"a value its tag cannot hold ({type(failure).__name__})"
+
+
+def _yaml_problem(failure: Exception) -> str:
+    """What the parser found wrong and where, without the input it quotes (a tag, a key, the
+    line itself), as the spec's loader says it."""
+    from ruamel.yaml.error import MarkedYAMLError
+
+    from tfcompile.spec.yaml_limits import describe_yaml_error
+
+    if not isinstance(failure, MarkedYAMLError):
+        return "not valid YAML"
+    mark = failure.problem_mark or failure.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + describe_yaml_error(failure)
 
 
 def read_document(text: str) -> Any:
@@ -67,6 +92,8 @@ def _one(text: str, loader: Any) -> Any:
     try:
         return loader.load(text)
     except YAMLError as failure:
+        raise YamlInputError(_yaml_problem(failure)) from None
+    except _UnreadableValue as failure:
         raise YamlInputError(str(failure)) from None
     except _CONSTRUCTION_ERRORS as failure:
         raise YamlInputError(_construction_problem(failure)) from None
@@ -78,6 +105,8 @@ def _every(text: str, loader: Any) -> list[Any]:
     try:
         return list(loader.load_all(text))
     except YAMLError as failure:
+        raise YamlInputError(_yaml_problem(failure)) from None
+    except _UnreadableValue as failure:
         raise YamlInputError(str(failure)) from None
     except _CONSTRUCTION_ERRORS as failure:
         raise YamlInputError(_construction_problem(failure)) from None
@@ -87,15 +116,33 @@ def _loader(*, pure: bool) -> Any:
     """A new safe loader (ruamel's loaders keep state between documents: one per read)."""
     from ruamel.yaml import YAML
 
-    return YAML(typ="safe", pure=pure)
+    loader = YAML(typ="safe", pure=pure)
+    loader.Constructor = _locating_constructor()
+    return loader
+
+
+@functools.cache
+def _locating_constructor() -> type:
+    from ruamel.yaml.constructor import SafeConstructor
+
+    class LocatingConstructor(SafeConstructor):
+        """The safe constructor, saying where a value its tag cannot hold is."""
+
+        def construct_non_recursive_object(self, node: Any, tag: str | None = None) -> Any:
+            try:
+                return super().construct_non_recursive_object(node, tag)
+            except _CONSTRUCTION_ERRORS as failure:
+                mark = node.start_mark
+                raise _UnreadableValue(failure, mark.line + 1, mark.column + 1) from None
+
+    return LocatingConstructor
 
 
 @functools.cache
 def _kubernetes_constructor() -> type:
-    from ruamel.yaml.constructor import SafeConstructor
     from ruamel.yaml.nodes import ScalarNode
 
-    class KubernetesConstructor(SafeConstructor):
+    class KubernetesConstructor(_locating_constructor()):  # type: ignore[misc]
         """The safe constructor, reading an overflowing plain float as Kubernetes' Go tools
         do."""
 

@@ -5,7 +5,8 @@ ruamel.yaml is used (not PyYAML) because its round-trip nodes carry line and col
 copied into plain data with a map from field path to position (`plain_data.py`), so that
 pydantic's errors and the rules' problems can all be reported as `file:line:col: field:
 message`. Every input is treated as hostile: the file is size-checked before it is read, its
-YAML tokens are checked before a document is built (`yaml_limits.py`), literal credentials are
+YAML tokens are checked before a document is built (`yaml_limits.py`; an explicit tag is
+refused there, at its field: `yaml_tags.py`), literal credentials are
 looked for in every value (`secrets.py`), and the script is confined to the job's repository
 (`scripts.py`).
 """
@@ -54,6 +55,7 @@ from .yaml_limits import (
     check_tokens,
     describe_yaml_error,
 )
+from .yaml_tags import with_tag_fields
 
 __all__ = ["LoadedJob", "Script", "Trial", "discover", "display_path", "is_job_file",
            "load_jobs"]
@@ -117,7 +119,7 @@ def _read_documents(path: Path, shown: str) -> tuple[str, list[Any]]:
     try:
         problems = check_tokens(text, shown)
         if problems:
-            raise SpecError(problems)
+            raise SpecError(with_tag_fields(problems, text))
         with warnings.catch_warnings():
             # ruamel warns about a reused anchor (which YAML allows) by printing the lines
             # that hold it: input must not reach the terminal.

@@ -38,7 +38,6 @@ TENSORBOARD_VOLUMES = ("shared", "tfcompile-home", "tfcompile-tmp")
 def check_kubernetes_fields(
     job: TrainingJob,
     reserved_environment: tuple[str, ...],
-    reserved_mount_path: str,
 ) -> Iterator[Problem]:
     """Every problem of the job's pod templates, scheduling, NetworkPolicy and TensorBoard."""
     spec = job.spec
@@ -53,7 +52,7 @@ def check_kubernetes_fields(
         yield from found
         if not found:
             yield from owned_field_problems(path, fragment, reserved_environment,
-                                            RESERVED_VOLUMES, reserved_mount_path)
+                                            RESERVED_VOLUMES)
             yield from _volume_reference_problems(path, fragment)
     if spec.tensorboard is not None and spec.tensorboard.pod_template is not None:
         path = ("spec", "tensorboard", "podTemplate")
@@ -61,8 +60,7 @@ def check_kubernetes_fields(
         yield from found
         if not found:
             yield from owned_field_problems(path, spec.tensorboard.pod_template, (),
-                                            TENSORBOARD_VOLUMES, reserved_mount_path,
-                                            TENSORBOARD_CONTAINER)
+                                            TENSORBOARD_VOLUMES, TENSORBOARD_CONTAINER)
             yield from _volume_reference_problems(path, spec.tensorboard.pod_template)
     yield from _check_root(job)
     yield from _check_scheduling(spec)

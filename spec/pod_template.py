@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .mount_paths import form_problem, reserved_problem
 from .problems import FieldPath, Problem
 
 SCHEMA_KUBERNETES_VERSION = "1.33"
@@ -238,12 +239,13 @@ def owned_field_problems(
     fragment: Mapping[str, Any],
     reserved_environment: tuple[str, ...],
     reserved_volumes: tuple[str, ...],
-    reserved_mount_path: str,
     container_name: str = TENSORFLOW_CONTAINER,
 ) -> Iterator[Problem]:
     """Fields of a (schema-valid) fragment that tfcompile sets itself or a StatefulSet forbids,
     each with the spec field to use instead. `container_name` is tfcompile's container in the
-    pod (`tensorflow` in a role's, `tensorboard` in TensorBoard's)."""
+    pod (`tensorflow` in a role's, `tensorboard` in TensorBoard's). Mount paths are judged as
+    they are mounted (`mount_paths`): none may take tfcompile's folder, the `tensorflow`
+    container's none the service-account token's, and each is written as it is mounted."""
     tensorboard = container_name == TENSORBOARD_CONTAINER
     pod_fields = TENSORBOARD_POD_FIELDS_OWNED if tensorboard else POD_FIELDS_OWNED
     metadata = mapping(fragment.get("metadata"))
@@ -281,12 +283,28 @@ def owned_field_problems(
             elif container.get("name") == container_name:
                 yield Problem((*where, "name"), f"{container_name!r} is the name of "
                               "tfcompile's container; choose another name")
-            for mount_index, mount in mappings(container.get("volumeMounts")):
-                mount_path = str(mount.get("mountPath", ""))
-                if (mount_path.rstrip("/") + "/").startswith(reserved_mount_path + "/"):
-                    yield Problem((*where, "volumeMounts", mount_index, "mountPath"),
-                                  f"{reserved_mount_path} is where tfcompile mounts its "
-                                  "launcher state and script; choose another path")
+            token = (not tensorboard and kind == "containers"
+                     and container.get("name") == container_name)
+            yield from _mount_path_problems(where, container, token=token)
+
+
+MOUNT_FIELDS = (("volumeMounts", "mountPath"), ("volumeDevices", "devicePath"))
+"""Where a container names a place in its file system for a volume."""
+
+
+def _mount_path_problems(where: FieldPath, container: Mapping[str, Any], *,
+                         token: bool) -> Iterator[Problem]:
+    """A mount (or device) path of a container that would hide what tfcompile or Kubernetes
+    mounts (the token only where `token`: the container that runs the launcher), or that is
+    not written as it is mounted."""
+    for mounts, field in MOUNT_FIELDS:
+        for index, mount in mappings(container.get(mounts)):
+            mount_path = mount.get(field)
+            if not isinstance(mount_path, str):
+                continue  # the schema requires a string
+            problem = reserved_problem(mount_path, token=token) or form_problem(mount_path)
+            if problem is not None:
+                yield Problem((*where, mounts, index, field), problem)
 
 
 def _owned_container_fields(where: FieldPath, container: Mapping[str, Any],

@@ -7,12 +7,12 @@ user sees every problem at once.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Iterator
 from typing import Any
 
 from .lifecycle_rules import check_lifecycle
 from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
+from .mount_paths import form_problem, inside, overlaps, reserved_problem
 from .pod_rules import RESERVED_VOLUMES, check_kubernetes_fields
 from .pod_template import mapping, mappings
 from .problems import FieldPath, Problem, format_path
@@ -39,8 +39,6 @@ RESERVED_ENVIRONMENT = (
 """Variables tfcompile sets in every TensorFlow container (the last two in a sweep's trials)."""
 
 RESERVED_LABEL_PREFIXES = ("tfcompile.dev/", "app.kubernetes.io/")
-
-RESERVED_MOUNT_PATH = "/opt/tfcompile"
 
 TMP_MOUNT_PATH = "/tmp"
 """An emptyDir in every pod tfcompile generates (the image's own /tmp may be read-only)."""
@@ -76,7 +74,7 @@ def check_rules(job: TrainingJob) -> Iterator[Problem]:
     yield from _check_overlays(spec)
     yield from check_lifecycle(spec)
     yield from check_sweep(job, RESERVED_ENVIRONMENT)
-    yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT, RESERVED_MOUNT_PATH)
+    yield from check_kubernetes_fields(job, RESERVED_ENVIRONMENT)
 
 
 def _check_labels(job: TrainingJob) -> Iterator[Problem]:
@@ -165,11 +163,6 @@ def _check_environment(
             )
 
 
-def _inside(path: str, directory: str) -> bool:
-    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
 def _check_storage(spec: JobSpec) -> Iterator[Problem]:
     shared, scratch = spec.storage.shared, spec.storage.scratch
     mounts: list[tuple[tuple[str, ...], str]] = []
@@ -202,11 +195,10 @@ def _check_storage(spec: JobSpec) -> Iterator[Problem]:
     if scratch is not None:
         mounts.append((("spec", "storage", "scratch", "mountPath"), scratch.mount_path))
     for where, mount_path in mounts:
-        if _inside(mount_path, RESERVED_MOUNT_PATH) or _inside(RESERVED_MOUNT_PATH, mount_path):
-            yield Problem(where, f"{RESERVED_MOUNT_PATH} is where tfcompile mounts its launcher "
-                          "state and script; choose another path")
-    if len(mounts) == 2 and (_inside(mounts[0][1], mounts[1][1]) or
-                             _inside(mounts[1][1], mounts[0][1])):
+        problem = reserved_problem(mount_path, token=True) or form_problem(mount_path)
+        if problem is not None:
+            yield Problem(where, problem)
+    if len(mounts) == 2 and overlaps(mounts[0][1], mounts[1][1]):
         yield Problem(mounts[1][0], "shared and scratch storage must not be mounted inside "
                       "each other")
     yield from _check_claim_mounts(spec, mounts)
@@ -248,16 +240,17 @@ def _check_claim_mounts(spec: JobSpec,
                               "without `..` components")
         where = (*path, "mountPath")
         mount_path = volume.mount_path
-        if _inside(mount_path, RESERVED_MOUNT_PATH) or any(
-                _inside(reserved, mount_path) for reserved in (RESERVED_MOUNT_PATH,
-                                                                TMP_MOUNT_PATH)):
-            yield Problem(where, f"{RESERVED_MOUNT_PATH} (tfcompile's launcher, script and home) "
-                          f"and {TMP_MOUNT_PATH} are mounted by tfcompile in every pod; choose a "
-                          "path apart from them")
+        problem = reserved_problem(mount_path, token=True)
+        if problem is None and inside(TMP_MOUNT_PATH, mount_path):
+            problem = (f"tfcompile mounts an emptyDir at {TMP_MOUNT_PATH} in every pod; a mount "
+                       "at it or around it would hide it: choose a path apart from it (a "
+                       "folder inside it is allowed)")
+        problem = problem or form_problem(mount_path)
+        if problem is not None:
+            yield Problem(where, problem)
             continue
         for other_where, other_path, other_roles in placed:
-            if roles & other_roles and (_inside(mount_path, other_path) or
-                                        _inside(other_path, mount_path)):
+            if roles & other_roles and overlaps(mount_path, other_path):
                 yield Problem(where, f"mounted in the same pods as {format_path(other_where)} "
                               "and inside it (or it inside this): give each volume a path of "
                               "its own")
@@ -281,7 +274,7 @@ def _check_tensorboard(spec: JobSpec) -> Iterator[Problem]:
     where = ("spec", "tensorboard", "logDir")
     if shared is None:
         yield Problem(where, "TensorBoard reads logs from the shared volume: add storage.shared")
-    elif not _inside(spec.tensorboard.log_dir, shared.mount_path):
+    elif not inside(spec.tensorboard.log_dir, shared.mount_path):
         yield Problem(
             where,
             "must be inside storage.shared.mountPath, where the training writes and "

@@ -1,10 +1,14 @@
 """Limits on the YAML text of a job file, checked on its tokens before any document is built.
 
 ruamel.yaml builds nested collections by recursion (a few hundred levels end in RecursionError),
-accepts only `%YAML 1.1` and `1.2` by an assertion, and turns integers into Python `int`s (more
-than 4,300 digits end in ValueError). The scanner that produces tokens is an iterative state
-machine, so walking its tokens first turns each of these into a located problem instead of a
-traceback. Error messages of the YAML library are scrubbed here too: they quote input.
+accepts only `%YAML 1.1` and `1.2` by an assertion, turns integers into Python `int`s (more
+than 4,300 digits end in ValueError), and constructs a value as its explicit tag says
+(`!!int x` ends in ValueError, `!!bool maybe` in KeyError; `!!binary`, `!!timestamp`, `!!set`
+and local tags `!name` make values no field holds). The scanner that produces tokens is an
+iterative state machine, so walking its tokens first turns each of these into a located
+problem instead of a traceback; an explicit tag is refused wherever it stands (no field needs
+one), at the node it tags, and `yaml_tags` then names the field. Error messages of the YAML
+library are scrubbed here too: they quote input.
 
 The walk also bounds what a file costs: every later step (building the document, copying it,
 the secret scan, validation, compiling, writing) takes time in proportion to the number of
@@ -74,6 +78,13 @@ More jobs go into more files."""
 
 SUPPORTED_YAML_VERSIONS = ((1, 1), (1, 2))
 
+EXPLICIT_TAG = (
+    "an explicit YAML tag (such as !!int, !!str, !!binary, !!timestamp, !!set or a local !name) "
+    "is not allowed in a job file: a tag makes a value no field holds (bytes, a date, a set) or "
+    "one that cannot be read; allowed: plain values, with a string in quotes (\"3\", \"true\")"
+)
+"""The problem of every explicit tag (the tag itself is not repeated: it is input)."""
+
 _NUMBER_LIKE = re.compile(r"[-+]?\.?[0-9][0-9a-fA-FxXoObB_:.eE+-]*")
 _OPENING = (BlockMappingStartToken, BlockSequenceStartToken, FlowMappingStartToken,
             FlowSequenceStartToken)
@@ -89,15 +100,20 @@ def _location(shown: str, token: Token) -> Location:
     return Location(shown, mark.line + 1, mark.column + 1)
 
 
-def check_tokens(text: str, shown: str) -> list[LocatedProblem]:
+def check_tokens(text: str, shown: str, *, explicit_tags: bool = True) -> list[LocatedProblem]:
     """Problems of the YAML text that the YAML library would turn into a crash or a slow build:
     unsupported `%YAML` versions, nesting deeper than `MAXIMUM_DEPTH`, numbers too long to
-    convert, more than `MAXIMUM_VALUES` values. Raises the library's `MarkedYAMLError` for
-    text that is not YAML at all."""
+    convert, more than `MAXIMUM_VALUES` values, explicit tags (`EXPLICIT_TAG`, each located
+    where its node starts: at its anchor when one comes first; not with `explicit_tags` false,
+    for files a job's are not). Raises the library's `MarkedYAMLError` for text that is not
+    YAML at all."""
     try:
-        return list(_token_problems(c_tokens(text), shown))
+        problems = list(_token_problems(c_tokens(text), shown))
     except (YAMLError, ValueError, TypeError):
-        return list(_token_problems(pure_tokens(text), shown))
+        problems = list(_token_problems(pure_tokens(text), shown))
+    if explicit_tags:
+        return problems
+    return [problem for problem in problems if problem.message != EXPLICIT_TAG]
 
 
 def pure_tokens(text: str) -> Iterator[Token]:
@@ -161,6 +177,9 @@ def _token_problems(tokens: Iterator[Token], shown: str) -> Iterator[LocatedProb
                 return
         elif isinstance(token, _CLOSING):
             depth = max(depth - 1, 0)
+        elif isinstance(token, TagToken):
+            node_start = previous if isinstance(previous, AnchorToken) else token
+            yield LocatedProblem(_location(shown, node_start), (), EXPLICIT_TAG)
         elif isinstance(token, ScalarToken) and len(token.value) > MAXIMUM_NUMBER_CHARACTERS:
             tagged_number = isinstance(previous, TagToken) and str(
                 (previous.value or ("", ""))[1]).endswith(_NUMBER_TAGS)

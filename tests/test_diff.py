@@ -342,7 +342,7 @@ def test_hostile_names_are_printed_escaped() -> None:
      "output/j/a.yaml: uses YAML aliases, which tfcompile never writes"),
     ({"kustomization.yaml": b"resources: [a.yaml]\n",
       "a.yaml": b"kind: ConfigMap\nmetadata: {name: !!int a}\n"},
-     "output/j/a.yaml: is not valid YAML"),
+     "output/j/a.yaml: is not valid YAML (line 2, column 18)"),
 ], ids=["no-kustomization", "malformed", "outside", "missing-resource", "not-utf-8",
         "not-an-object", "kind-not-a-name", "resources-not-a-list", "nested-deeply",
         "holds-itself", "alias-bomb", "tag-cannot-hold-it"])

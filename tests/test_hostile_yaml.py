@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import MINIMAL_JOB, Result
+from tfcompile.spec.yaml_limits import EXPLICIT_TAG
 
 MARKER = "hunter2-MARKER-0815"
 """Planted in every case; it must never be printed."""
@@ -99,10 +100,35 @@ HOSTILE = [
             "invalid YAML: a key appears twice in one mapping"),
     Hostile("undefined alias", with_spec(f"image: *{MARKER}\n"), f"*{MARKER}",
             "invalid YAML: found undefined alias (…)"),
-    Hostile("unknown tag", with_image(f"image: !{MARKER} x\n"), f"!{MARKER}",
-            "must be a string", "spec.image"),
-    Hostile("binary scalar", with_image("image: !!binary aGk=\n"), "!!binary",
-            "must be a string", "spec.image"),
+    *[Hostile(f"explicit tag {tagged}", with_spec(f"args: [a, {tagged}]\n"), tagged,
+              EXPLICIT_TAG, "spec.args[1]") for tagged in (
+        "!!int x", "!!float abc", "!!bool maybe", "!!null x", "!!str 3", "!!int 3",
+        "!!omap [a: 1]", "!!omap {a: 1}", "!!set {a}", "!!set [a]", "!!pairs [a: 1]",
+        "!!map {a: 1}", "!!seq [a]", "!!binary aGk=", "!!binary '!!!'", "!!timestamp 2001-12-14",
+        "!!timestamp notatime", "!!merge x", "!!value x", "!!yaml x", f"!{MARKER} x",
+        f"!{MARKER} {{a: 1}}", "! x", "!<tag:yaml.org,2002:int> x", f"!<!{MARKER}> x",
+        "!!python/object/apply:os.system [ls]", "&anchor !!int x", "!!int &anchor x")],
+    Hostile("explicit tag without a value", with_spec("x-empty: !!int\n"), "!!int",
+            EXPLICIT_TAG, "spec.x-empty"),
+    Hostile("explicit tag on a key", with_spec(f"env: {{!!str TAGGED: {MARKER}}}\n"), "!!str",
+            EXPLICIT_TAG, "spec.env.TAGGED"),
+    Hostile("explicit tag on a key shaped like a credential",
+            with_spec("env: {? !!str ghp_" + "a" * 36 + " : x}\n"), "!!str", EXPLICIT_TAG,
+            "spec.env.(hidden key)"),
+    Hostile("explicit tag on a block mapping", with_spec("env: !!map\n  A: x\n"), "!!map",
+            EXPLICIT_TAG, "spec.env"),
+    Hostile("explicit tag with a %TAG handle",
+            "%TAG !e! tag:example.com,2000:\n---\n" + with_spec("args: [!e!thing x]\n"),
+            "!e!thing", EXPLICIT_TAG, "spec.args[0]"),
+    Hostile("explicit tag in a pod template", with_spec(
+        "podTemplate: {spec: {terminationGracePeriodSeconds: !!float 1e400}}\n"), "!!float",
+            EXPLICIT_TAG, "spec.podTemplate.spec.terminationGracePeriodSeconds"),
+    Hostile("explicit tag in a second document", with_spec("") + "---\n"
+            + with_spec("").replace("name: demo", "name: other").replace(
+                "replicas: 2", "replicas: !!int two"), "!!int two", EXPLICIT_TAG,
+            "spec.roles.worker.replicas"),
+    Hostile("explicit tag in a file the parser then refuses",
+            with_spec("args: [!!int x]\nbroken: [\n"), "!!int", EXPLICIT_TAG),
     Hostile("timestamp where a string belongs", with_image("image: 2024-01-01\n"),
             "2024-01-01", "must be a string", "spec.image"),
     Hostile("a value in a wrong enum", with_spec(f"strategy: {MARKER}\n"), MARKER + "\n  roles",
@@ -224,3 +250,46 @@ def test_a_reused_anchor_builds_without_printing_the_input(
     )
     assert completed.returncode == 0, completed.stderr
     assert MARKER not in completed.stdout + completed.stderr
+
+
+TAGGED_VALUES = ["!!int x", "!!float abc", "!!bool maybe", "!!bool", "!!null x",
+                 "!!timestamp notatime", "!!binary '!!!'", "!!omap {a: 1}", "!!set [a]",
+                 "!!int [a]", "!<tag:yaml.org,2002:int>", f"!{MARKER} x",
+                 "!!python/object/apply:os.system [ls]"]
+
+
+@pytest.mark.parametrize("tagged", TAGGED_VALUES)
+def test_what_validate_reads_refuses_a_tag_at_its_place_without_a_traceback(tagged: str) -> None:
+    """Kustomizations and manifests (`yaml_input`): a value its tag cannot hold is an error
+    that says where, never another exception, and repeats no value."""
+    from tfcompile.compiler.yaml_input import (
+        YamlInputError,
+        read_document,
+        read_documents,
+        read_generated_document,
+        read_manifests,
+    )
+
+    text = f"kind: Kustomization\nnamePrefix: {tagged}\n"
+    for read in (read_document, read_documents, read_generated_document, read_manifests):
+        try:
+            read(text)
+        except YamlInputError as error:
+            assert MARKER not in str(error)
+            if "tag cannot hold" in str(error):
+                assert str(error).startswith("line 2, column 13: "), str(error)
+
+
+@pytest.mark.parametrize("tagged", ["!!bool maybe", "!!int x", "!<tag:yaml.org,2002:int>"])
+def test_validate_of_a_kustomization_with_a_tag_fails_without_a_traceback(
+    tagged: str, tmp_path: Path, write_job: Callable[..., Path],
+    run_cli: Callable[..., Result],
+) -> None:
+    assert run_cli("build", str(write_job(MINIMAL_JOB)), "-o", str(tmp_path / "out")).status == 0
+    kustomization = tmp_path / "out" / "demo" / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "kind: Kustomization\n", f"kind: Kustomization\nnamePrefix: {tagged}\n"))
+    result = run_cli("validate", str(tmp_path / "out" / "demo"))
+    assert result.status == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert f"{tmp_path / 'out' / 'demo'}: cannot render: " in result.stderr

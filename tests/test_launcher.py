@@ -25,13 +25,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler.launcher import gate, program, records, results
+from tfcompile.compiler.launcher import api_server, gate, program, records, results
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
 from tfcompile.compiler.objects.builders.launcher_policy import records_policy
 from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.spec.loading import load_jobs
-from tfcompile.spec.rules import RESERVED_MOUNT_PATH, REVISION_VARIABLE
+from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH, TOKEN_DIRECTORY
+from tfcompile.spec.rules import REVISION_VARIABLE
 
 JOB = job_text(image="tf", command="[python, train.py]",
                roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}")
@@ -118,6 +119,7 @@ def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
     assert shipped[launcher.PROGRAM_FILE] == (package / "start.py").read_text()
     assert program.REVISION_VARIABLE == REVISION_VARIABLE
     assert records.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
+    assert api_server.ACCOUNT_DIRECTORY == TOKEN_DIRECTORY
 
 
 def load_jobs_text(tmp_path: Path) -> Any:

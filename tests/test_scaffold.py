@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ruamel.yaml import YAML
@@ -304,3 +305,131 @@ def test_the_pre_commit_hooks_run_in_another_repository(repository: Path, tmp_pa
     assert "replicas: 3" in compiled.read_text()
     again = run(pre_commit, "run", "--all-files")
     assert again.returncode == 0, again.stdout
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every entry under `root`, links not followed: a file's text, a link's target."""
+    found: dict[str, str] = {}
+    for folder, folders, files in os.walk(root):
+        for name in folders + files:
+            path = Path(folder) / name
+            key = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                found[key] = f"-> {os.readlink(path)}"
+            elif path.is_file():
+                found[key] = path.read_text()
+            else:
+                found[key] = "(folder)"
+    return found
+
+
+LINKS = {
+    "jobs": "folder", "jobs/example": "folder", "deploy/argocd": "folder",
+    "overlays/gpu": "folder", "output": "folder", "output/example": "folder",
+    ".gitlab-ci.yml": "dangling", ".github/workflows/tfcompile.yaml": "dangling",
+    "ci/check.sh": "file", "jobs/example/job.yaml": "dangling",
+    "output/example/kustomization.yaml": "dangling", "output/example/notes.txt": "file",
+}
+"""Where a link may wait for init, and what it points at: a folder outside, a file outside
+(which a write through it would change, and the check script's mode too), or nothing (which a
+write through it would create)."""
+
+
+def _plant(target: Path, outside: Path, link: str, kind: str) -> None:
+    path = target / link
+    path.parent.mkdir(parents=True, exist_ok=True)
+    aim = {"folder": outside / "folder", "file": outside / "file.txt",
+           "dangling": outside / "missing" / "created-by-init"}[kind]
+    path.symlink_to(aim)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside init's target, with a folder and a file of its own."""
+    folder = tmp_path / "outside"
+    (folder / "folder").mkdir(parents=True)
+    (folder / "file.txt").write_text("mine\n")
+    return folder
+
+
+@pytest.mark.parametrize("link", sorted(LINKS))
+def test_init_refuses_a_link_where_it_writes_and_writes_nothing(
+    tmp_path: Path, outside: Path, run_cli: Callable[..., Result], link: str,
+) -> None:
+    target = tmp_path / "repository"
+    _plant(target, outside, link, LINKS[link])
+    before, outside_before = _tree(target), _tree(outside)
+    result = run_cli("init", str(target), "--tfcompile-requirement", REQUIREMENT)
+    assert result.status == 2, result.stderr
+    assert f"tfcompile: {target / link}: is a symbolic link; init writes nothing through a " \
+           "link (dangling or not)" in result.stderr
+    assert result.stderr.endswith("tfcompile: nothing was written\n")
+    assert "Traceback" not in result.stderr
+    assert _tree(target) == before
+    assert _tree(outside) == outside_before
+
+
+def test_init_names_every_link_at_once(
+    tmp_path: Path, outside: Path, run_cli: Callable[..., Result],
+) -> None:
+    target = tmp_path / "repository"
+    for link, kind in LINKS.items():
+        if "/" not in link:  # one link on each way, so that each is looked at
+            _plant(target, outside, link, kind)
+    (target / "deploy").mkdir()
+    _plant(target, outside, "deploy/flux", "folder")
+    result = run_cli("init", str(target), "--tfcompile-requirement", REQUIREMENT)
+    assert result.status == 2
+    named = {line.split(": is a symbolic link")[0].removeprefix("tfcompile: ")
+             for line in result.stderr.splitlines() if ": is a symbolic link" in line}
+    assert named == {str(target / link) for link in
+                     ("jobs", "output", ".gitlab-ci.yml", "deploy/flux")}
+    assert _tree(outside) == {"file.txt": "mine\n", "folder": "(folder)"}
+
+
+@pytest.mark.parametrize("through", ["repository", "repository/sub"])
+def test_init_refuses_a_target_reached_through_a_link(
+    tmp_path: Path, outside: Path, run_cli: Callable[..., Result], through: str,
+) -> None:
+    """As `build` walks its output directory: no link on the way to DIR, DIR included."""
+    (tmp_path / "repository").symlink_to(outside / "folder")
+    result = run_cli("init", str(tmp_path / through), "--tfcompile-requirement", REQUIREMENT)
+    assert result.status == 2
+    assert f"{tmp_path / 'repository'}: is a symbolic link" in result.stderr
+    assert _tree(outside) == {"file.txt": "mine\n", "folder": "(folder)"}
+
+
+@pytest.mark.parametrize("link", ["jobs", "deploy", ".gitlab-ci.yml", "ci/check.sh"])
+def test_a_link_made_between_the_look_and_the_write_is_not_followed(
+    tmp_path: Path, outside: Path, run_cli: Callable[..., Result],
+    monkeypatch: pytest.MonkeyPatch, link: str,
+) -> None:
+    """Each folder is opened and each file created without following a link, relative to the
+    folder before: a link put in place after init looked is met, not followed, and init
+    removes what it had written."""
+    from tfcompile.compiler.scaffold import repository, writing
+
+    target = tmp_path / "repository"
+    target.mkdir()
+    looked = writing.refusals
+
+    def look_then_plant(*arguments: Any, **options: Any) -> list[str]:
+        reasons = looked(*arguments, **options)
+        _plant(target, outside, link, "folder" if "." not in link else "dangling")
+        return reasons
+
+    monkeypatch.setattr(repository, "refusals", look_then_plant)
+    result = run_cli("init", str(target), "--tfcompile-requirement", REQUIREMENT)
+    assert result.status == 2, result.stderr
+    assert f"{target / link}: is a symbolic link" in result.stderr
+    assert "it appeared while init wrote, which removed what it wrote" in result.stderr
+    assert _tree(outside) == {"file.txt": "mine\n", "folder": "(folder)"}
+    assert set(_tree(target)) <= {link, "ci"}  # what init wrote is gone; the link stays
+
+
+def test_init_looks_for_links_where_its_build_writes(repository: Path) -> None:
+    """The job directory init looks into is the one its build writes the example into."""
+    from tfcompile.compiler.scaffold.repository import EXAMPLE_OUTPUT
+
+    assert sorted(path.name for path in (repository / "output").iterdir()) == [
+        Path(EXAMPLE_OUTPUT).name]

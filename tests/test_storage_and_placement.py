@@ -94,7 +94,7 @@ def test_validate_lists_the_existing_claims_as_prerequisites(
         ("{name: d, claimName: c, mountPath: /tmp, readOnly: true}",
          "spec.storage.volumes[0].mountPath", "/tmp"),
         ("{name: d, claimName: c, mountPath: /, readOnly: true}",
-         "spec.storage.volumes[0].mountPath", "apart from them"),
+         "spec.storage.volumes[0].mountPath", "around it"),
         ("{name: d, claimName: c, mountPath: /mnt/shared/data, readOnly: true}",
          "spec.storage.volumes[0].mountPath", "spec.storage.shared.mountPath"),
         ("{name: shared, claimName: c, mountPath: /d, readOnly: true}",

@@ -249,6 +249,13 @@ SHAPES = [
     Shape("as many jobs as a file may define", lambda: jobs(MAXIMUM_DOCUMENTS), BUILT),
     Shape("one job too many", lambda: jobs(MAXIMUM_DOCUMENTS + 1),
           f"a file may define at most {MAXIMUM_DOCUMENTS} jobs"),
+    Shape("explicit tags on every item", lambda: largest(
+        in_spec("  args: [{}]\n", "!!int x")), "an explicit YAML tag"),
+    Shape("explicit tags through a %TAG handle on every key", lambda: largest(
+        lambda count: "%TAG !e! tag:example.com,2000:\n---\n"
+        + in_spec("  env: {{{}}}\n", "!e!thing V{index}: a")(count)), "an explicit YAML tag"),
+    Shape("explicit tags in a file the parser refuses", lambda: largest(
+        in_spec("  args: [{}]\n", "!!bool maybe")) + "  x: [\n", "an explicit YAML tag"),
     Shape("a %YAML directive (the pure-Python parser)", lambda: largest(
         lambda count: "%YAML 1.2\n---\n" + in_spec("  args: [{}]\n", "a")(count)), BUILT),
     Shape("a URL in a flow list (the pure-Python parser)", lambda: largest(

@@ -42,7 +42,7 @@ from tfcompile.compiler.launcher.results import (
     parse_result,
 )
 from tfcompile.spec.models import Launcher, TrainingJob
-from tfcompile.spec.rules import RESERVED_MOUNT_PATH
+from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL", "REFUSALS",

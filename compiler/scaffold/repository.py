@@ -6,7 +6,8 @@ CI for GitHub Actions and GitLab CI (installing the tfcompile that ran `init`: `
 finds it), a pre-commit configuration, an Argo CD ApplicationSet (with a health check for
 training jobs), a Flux Kustomization and the admission policy that holds every job's pods to
 their own records and to scaling their job to zero (`builders/launcher_policy.py`), then
-compiles the example, so that the CI check passes from the first commit.
+compiles the example, so that the CI check passes from the first commit. Nothing is written
+through a symbolic link, and nothing at all when one is in the way (`writing`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from tfcompile.compiler.objects.builders.launcher_policy import launcher_policy_
 from tfcompile.compiler.objects.names import LAUNCHER_POLICY_FILE
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.schema import schema_text
+
+from .writing import WriteRefused, refusals, write
 
 FILES = {
     "jobs/example/job.yaml": "job.yaml.template",
@@ -35,13 +38,22 @@ FILES = {
 
 EXECUTABLE = {"ci/check.sh"}
 
+OUTPUT_DIRECTORY = "output"
+EXAMPLE_OUTPUT = "output/example"
+"""Where `init`'s build writes the example job (`metadata.name: example` in job.yaml.template)."""
+
 HEALTH_CHECK = "health.lua"
 HEALTH_KEY = "resource.customizations.health.ConfigMap"
 """argocd-cm's key for a health check of the core group's kind ConfigMap."""
 
 
 class ScaffoldError(Exception):
-    """`init` would overwrite files; nothing was written."""
+    """`init` would overwrite files or write through a symbolic link; nothing was written. One
+    reason per path (or per list of files that exist)."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__("; ".join(reasons))
 
 
 def _overlay_files(root: Traversable) -> dict[str, str]:
@@ -111,18 +123,15 @@ def scaffold(tfcompile_requirement: str) -> dict[str, str]:
 
 
 def write_scaffold(directory: Path, tfcompile_requirement: str) -> list[str]:
-    """Write the scaffold into `directory`; refuses (writing nothing) if any file exists."""
+    """Write the scaffold into `directory`; refuses (writing nothing) if any file exists, or if
+    a symbolic link is at a path init or its build writes, or on the way to one."""
     files = scaffold(tfcompile_requirement)
-    existing = [path for path in files if (directory / path).exists()]
-    if existing:
-        raise ScaffoldError(
-            f"{directory} already has {', '.join(existing)}; init writes into an empty "
-            "repository and overwrites nothing"
-        )
-    for path, text in files.items():
-        target = directory / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        if path in EXECUTABLE:
-            target.chmod(0o755)
+    reasons = refusals(directory, files, folders=[OUTPUT_DIRECTORY, EXAMPLE_OUTPUT],
+                       written_folders=[EXAMPLE_OUTPUT])
+    if reasons:
+        raise ScaffoldError(reasons)
+    try:
+        write(directory, files, EXECUTABLE)
+    except WriteRefused as error:
+        raise ScaffoldError(error.reasons) from None
     return list(files)

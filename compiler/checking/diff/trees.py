@@ -80,7 +80,7 @@ def _names(value: Any, field: str, shown: str) -> tuple[str, ...]:
 
 def _check_limits(text: str, shown: str) -> None:
     try:
-        problems = check_tokens(text, shown)
+        problems = check_tokens(text, shown, explicit_tags=False)  # the parser decides on tags
     except Exception:  # the YAML library's error for text that is not YAML: parsing says where
         return
     if problems:
