@@ -329,6 +329,7 @@ LINKS = {
     ".gitlab-ci.yml": "dangling", ".github/workflows/tfcompile.yaml": "dangling",
     "ci/check.sh": "file", "jobs/example/job.yaml": "dangling",
     "output/example/kustomization.yaml": "dangling", "output/example/notes.txt": "file",
+    "output/README.md": "dangling",
 }
 """Where a link may wait for init, and what it points at: a folder outside, a file outside
 (which a write through it would change, and the check script's mode too), or nothing (which a
@@ -432,4 +433,4 @@ def test_init_looks_for_links_where_its_build_writes(repository: Path) -> None:
     from tfcompile.compiler.scaffold.repository import EXAMPLE_OUTPUT
 
     assert sorted(path.name for path in (repository / "output").iterdir()) == [
-        Path(EXAMPLE_OUTPUT).name]
+        "README.md", Path(EXAMPLE_OUTPUT).name]

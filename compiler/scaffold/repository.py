@@ -19,6 +19,7 @@ from pathlib import Path
 from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, kubeconform_version
 from tfcompile.compiler.objects.builders.launcher_policy import launcher_policy_objects
 from tfcompile.compiler.objects.names import LAUNCHER_POLICY_FILE
+from tfcompile.compiler.output.tree_readme import README_FILE
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.schema import schema_text
 
@@ -126,7 +127,8 @@ def write_scaffold(directory: Path, tfcompile_requirement: str) -> list[str]:
     """Write the scaffold into `directory`; refuses (writing nothing) if any file exists, or if
     a symbolic link is at a path init or its build writes, or on the way to one."""
     files = scaffold(tfcompile_requirement)
-    reasons = refusals(directory, files, folders=[OUTPUT_DIRECTORY, EXAMPLE_OUTPUT],
+    built = f"{OUTPUT_DIRECTORY}/{README_FILE}"  # the build writes the tree's README too
+    reasons = refusals(directory, [*files, built], folders=[OUTPUT_DIRECTORY, EXAMPLE_OUTPUT],
                        written_folders=[EXAMPLE_OUTPUT])
     if reasons:
         raise ScaffoldError(reasons)
