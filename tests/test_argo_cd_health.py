@@ -113,6 +113,30 @@ def test_a_job_in_training_is_progressing(compiled: dict[str, dict[str, Any]]) -
     assert health(earlier)[0] == "Progressing"  # success of an earlier revision
 
 
+def test_a_training_s_progress_is_in_the_message(compiled: dict[str, dict[str, Any]]) -> None:
+    """The progress the first task that ends the job reported at the deployed revision, as
+    its launcher records it (the line, and the revision it is of)."""
+    state = compiled["workers"]
+    revision = state["metadata"]["annotations"]["tfcompile.dev/revision"]
+    reported = with_records(state, {
+        "worker-0": f"training {revision} since 1700000000 stops 0",
+        "worker-1.progress": "epoch 2/8, loss 0.35", "worker-1.progress-revision": revision,
+        "worker-0.progress": "epoch 3/8, loss 0.21", "worker-0.progress-revision": revision})
+    assert health(reported) == (
+        "Progressing", f"training revision {revision}: 0 of 12 tasks that end the job "
+        "succeeded; worker-0: epoch 3/8, loss 0.21")
+    earlier = with_records(state, {"worker-0.progress": "epoch 8/8",
+                                   "worker-0.progress-revision": "0123456789ab"})
+    assert health(earlier)[1].endswith("tasks that end the job succeeded")
+    chief_ends = compiled["running"]  # the chief ends this job: the workers' progress is not
+    chief_revision = chief_ends["metadata"]["annotations"]["tfcompile.dev/revision"]
+    assert health(with_records(chief_ends, {
+        "worker-0.progress": "epoch 3/8", "worker-0.progress-revision": chief_revision,
+        "chief-0.progress": "step 40", "chief-0.progress-revision": chief_revision}))[1] == (
+            f"training revision {chief_revision}: 0 of 1 tasks that end the job succeeded; "
+            "chief-0: step 40")
+
+
 def test_a_succeeded_job_is_healthy(compiled: dict[str, dict[str, Any]]) -> None:
     state = compiled["running"]
     revision = state["metadata"]["annotations"]["tfcompile.dev/revision"]

@@ -14,6 +14,7 @@ cluster's launcher policy refuses (the record formats, and a result's size in by
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.test_launcher import settings_of
-from tfcompile.compiler.launcher import program, records, results
+from tfcompile.compiler.launcher import program, progress, records, results
 from tfcompile.compiler.objects import launcher
 
 REVISION = "0123456789ab"
@@ -70,8 +71,11 @@ class PolicyApi:
     task's record in the launcher's formats only, a result only beside that task's success, in
     its format and at most its size in UTF-8 bytes (what the policy's CEL checks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.data: dict[str, str] = {}
+        self.clock = clock
+        self.history: list[tuple[float, dict[str, str]]] = []
+        """Every request it admitted: when (by the fake clock), and what it set."""
 
     def records(self, name: str) -> dict[str, str]:
         return dict(self.data)
@@ -87,7 +91,18 @@ class PolicyApi:
                     or not re.fullmatch(launcher.RESULT_PATTERN, result)
                     or new.get(TASK) != f"{launcher.SUCCEEDED} {result[:12]}"):
                 raise OSError("HTTP 403 Forbidden: not a result")
+        line, line_revision = (f"{TASK}{records.PROGRESS_SUFFIX}",
+                               f"{TASK}{records.PROGRESS_REVISION_SUFFIX}")
+        if line in entries or line_revision in entries:
+            own = new.get(TASK, "")
+            if (len(new.get(line, "")) > launcher.PROGRESS_MAXIMUM_BYTES
+                    or not re.fullmatch(f"[{launcher.PROGRESS_CHARACTERS}]+", new.get(line, ""))
+                    or new.get(line_revision) != REVISION
+                    or not (own.startswith((f"training {REVISION} ", f"stopped {REVISION} "))
+                            or own == f"succeeded {REVISION}")):
+                raise OSError("HTTP 403 Forbidden: not a progress line")
         self.data = new
+        self.history.append((self.clock.now if self.clock else 0.0, dict(entries)))
 
     def scale_to_zero(self, statefulset: str) -> None:
         raise AssertionError("nothing here releases")
@@ -110,6 +125,9 @@ class Training:
     killed: float | None = None
     writes: bytes | None = None
     then: Callable[[Path], None] | None = None
+    reports: list[tuple[float, bytes]] = field(default_factory=list)
+    """What it writes at its progress file, and when."""
+    progress_file: Path | None = None
     result_file: Path | None = None
     started: float | None = None
     returncode: int | None = None
@@ -117,8 +135,10 @@ class Training:
     ended: float | None = None
     signals: list[int] = field(default_factory=list)
 
-    def start(self) -> Training:
+    def start(self, environment: dict[str, str] | None = None) -> Training:
         self.started = self.clock.now
+        where = (environment or {}).get("TFCOMPILE_PROGRESS_FILE")
+        self.progress_file = Path(where) if where else None
         return self
 
     @property
@@ -150,6 +170,8 @@ class Training:
             found.append((self.terminated + self.ends_after_term, "term"))
         if self.killed is not None:
             found.append((self.start_time + self.killed, "killed"))
+        found.extend((self.start_time + at, f"progress {index}")
+                     for index, (at, _) in enumerate(self.reports))
         return sorted(event for event in found if event[0] >= self.clock.now)
 
     def wait(self, timeout: float | None = None) -> int:
@@ -170,6 +192,11 @@ class Training:
                 signal.raise_signal(signal.SIGTERM)  # the launcher's handler runs now
             elif what == "killed":
                 raise ContainerKilled
+            elif what.startswith("progress"):
+                _, text = self.reports[int(what.split()[1])]
+                assert self.progress_file is not None, "no TFCOMPILE_PROGRESS_FILE"
+                self.progress_file.write_bytes(text)
+                self.clock.now += 1e-6  # the next event comes after this one
             elif what == "term":
                 self.returncode = -signal.SIGTERM
             else:
@@ -247,7 +274,7 @@ def make_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A pod of a job with `extra` spec lines, whose launcher runs in this process."""
     handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
     clock = Clock()
-    api = PolicyApi()
+    api = PolicyApi(clock)
     pods: list[Pod] = []
 
     def make(extra: str = "") -> Pod:
@@ -264,7 +291,7 @@ def make_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         monkeypatch.setattr(records, "ApiServer", lambda url, account: api)
         monkeypatch.setattr(program, "RevisionGate", OpenGate)
         monkeypatch.setattr(program, "subprocess", SimpleNamespace(
-            Popen=lambda command: pod.trainings[-1].start(),
+            Popen=lambda command, env=None: pod.trainings[-1].start(env),
             TimeoutExpired=subprocess.TimeoutExpired))
         monkeypatch.setenv("TASK_INDEX", "0")
         monkeypatch.setenv("TFCOMPILE_REVISION", REVISION)
@@ -382,3 +409,59 @@ def test_a_result_that_is_no_regular_file_is_refused_beside_the_success(
     assert pod.run(pod.training(runs=30.0, then=make)) == "idle"
     assert pod.api.data == {TASK: f"succeeded {REVISION}", records.RESULT_KEY:
                             f"{REVISION} refused: not a regular file that can be read"}
+
+
+def _progress_records(api: PolicyApi) -> list[tuple[float, str]]:
+    key = f"{TASK}{records.PROGRESS_SUFFIX}"
+    return [(when, entries[key]) for when, entries in api.history if key in entries]
+
+
+def test_progress_is_recorded_as_it_changes_at_most_every_ten_seconds_and_where_it_ended(
+        make_pod: Any) -> None:
+    """The training rewrites its progress file as it likes; the launcher records a changed
+    line at most every `PROGRESS_SECONDS`, and the last one before the success."""
+    pod = make_pod()
+    training = pod.training(runs=60.0, reports=[
+        (1.0, b'{"epoch": 1, "epochs": 3, "loss": 0.5}'),
+        (2.0, b'{"epoch": 1, "epochs": 3, "loss": 0.45}'),
+        (30.0, b'{"epoch": 2, "epochs": 3, "loss": 0.30, "accuracy": 0.915}'),
+        (59.0, b'{"epoch": 3, "epochs": 3, "loss": 0.2125, "accuracy": 0.9}')])
+    assert pod.run(training) == "idle"
+    recorded = _progress_records(pod.api)
+    lines = [line for _, line in recorded]
+    assert lines[0] in ("epoch 1/3, loss 0.5", "epoch 1/3, loss 0.45")
+    assert "epoch 2/3, accuracy 0.915, loss 0.3" in lines
+    assert lines[-1] == "epoch 3/3, accuracy 0.9, loss 0.2125"
+    assert len(lines) == len(set(lines))  # only what changed
+    times = [when for when, _ in recorded]
+    # The final line may follow sooner: it is where the training ended.
+    assert all(later - earlier >= progress.PROGRESS_SECONDS - 1e-3
+               for earlier, later in itertools.pairwise(times[:-1]))
+    success = next(when for when, entries in pod.api.history
+                   if entries.get(TASK) == f"succeeded {REVISION}")
+    assert times[-1] <= success
+    assert pod.api.data[f"{TASK}{records.PROGRESS_REVISION_SUFFIX}"] == REVISION
+
+
+@pytest.mark.parametrize("content", [
+    b'{"epoch": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+    b'{"loss": NaN}', b"not json", b"\xff\xfe", b'{"x": 1' + b"0" * 400 + b"}",
+    b'{"' + b"a" * 300 + b'": 1}', b"{}",
+], ids=["deep", "nan", "text", "bytes", "huge integer", "a long name only", "empty"])
+def test_a_progress_file_that_is_not_progress_is_never_recorded_and_stops_nothing(
+        make_pod: Any, content: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    pod = make_pod()
+    training = pod.training(runs=30.0, reports=[(1.0, content)])
+    assert pod.run(training) == "idle"
+    assert _progress_records(pod.api) == []
+    assert pod.api.data[TASK] == f"succeeded {REVISION}"
+    said = [line for line in capsys.readouterr().err.splitlines() if "progress" in line]
+    assert len(said) == 1 and "is not recorded" in said[0]
+
+
+def test_a_progress_line_names_counts_first_then_every_metric_by_name() -> None:
+    from tfcompile.compiler.launcher.progress import progress_line
+
+    assert progress_line({"loss": 0.123456, "step": 120, "steps": 400.0, "epoch": 3}) == (
+        "epoch 3, step 120/400, loss 0.1235")
+    assert progress_line({"val-loss": 1e-7, "x y": 1}) == "val-loss 1e-07"

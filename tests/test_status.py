@@ -48,3 +48,21 @@ def test_an_unreachable_cluster_is_an_error_not_a_traceback(tmp_path: Path) -> N
     assert completed.returncode == 1
     assert completed.stderr.startswith("tfcompile: status: kubectl get failed: ")
     assert "Traceback" not in completed.stderr
+
+
+def test_each_task_s_progress_at_the_deployed_revision_is_shown(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What the launchers recorded of their trainings' progress, per task; a line of an earlier
+    revision is history, and a line holding a terminal's escape is shown escaped."""
+    from tests.test_status_odd_records import job_objects, listed
+    from tests.test_sweep_status import REVISION
+
+    items = job_objects("demo", {
+        "worker-0": f"training {REVISION} since 1795000000 stops 0",
+        "worker-0.progress": "epoch 3/8, loss 0.21", "worker-0.progress-revision": REVISION,
+        "worker-1.progress": "epoch 1/8", "worker-1.progress-revision": "ba9876543210",
+        "chief-0.progress": "step 9\x1b]0;owned\x07", "chief-0.progress-revision": REVISION})
+    text = listed(monkeypatch, tmp_path, items)
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("progress")]
+    assert lines == ["progress chief-0: step 9\\x1b]0;owned\\x07",
+                     "progress worker-0: epoch 3/8, loss 0.21"]

@@ -47,7 +47,12 @@ from tfcompile.compiler.objects.labels import (
     ROLE_LABEL,
     SUCCESS_TASKS_ANNOTATION,
 )
-from tfcompile.compiler.objects.launcher import FAILED, SUCCEEDED
+from tfcompile.compiler.objects.launcher import (
+    FAILED,
+    PROGRESS_REVISION_SUFFIX,
+    PROGRESS_SUFFIX,
+    SUCCEEDED,
+)
 from tfcompile.compiler.objects.names import state_config_map_name
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_generated_document
@@ -102,6 +107,8 @@ class JobStatus:
     unreadable: list[str] = field(default_factory=list)
     """The records (and, for a job past reading, its objects) that could not be read, why."""
     launcher: str = "python"
+    progress: dict[str, str] = field(default_factory=dict)
+    """Task -> the progress its training last reported at the deployed revision."""
     """What runs the training (`launcher` in job.yaml): `python`, or `none` (nothing records)."""
 
     def with_trial(self, info: TrialInfo | None) -> JobStatus:
@@ -293,7 +300,7 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
                     if (s.get("lastState") or {}).get("terminated")]
         finished.sort(key=lambda t: str(t.get("finishedAt", "")))
         outcomes = {task: _outcome(value, revision) for task, value in records.items()
-                    if task.rsplit("-", 1)[0] == role}
+                    if "." not in task and task.rsplit("-", 1)[0] == role}
         roles.append(RoleStatus(
             role=role, ready=ready, replicas=replicas, committed_replicas=committed_replicas,
             restarts=sum(int(s.get("restartCount", 0)) for s in statuses),
@@ -307,7 +314,7 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
         pending = pending or len(running) < replicas
     phase = _phase(roles, records, success_tasks, revision, pending)
     status = JobStatus(name, namespace, phase, " ".join(deployed) or ABSENT, committed, roles,
-                       unreadable=unreadable)
+                       unreadable=unreadable, progress=_progress(records, revision))
     state = _state(objects, name)
     status.with_trial(trial_info(state))
     launcher = ((state.get("metadata") or {}).get("annotations") or {}).get(LAUNCHER_ANNOTATION)
@@ -317,6 +324,16 @@ def job_status(name: str, namespace: str, objects: list[dict[str, Any]],
         result = recorded_result(records, revision)
         status.result, status.result_note = result.values, result.note
     return status
+
+
+def _progress(records: dict[str, str], revision: str) -> dict[str, str]:
+    """Each task's last progress line (`<task>.progress`) of the deployed revision."""
+    found = {}
+    for key, line in records.items():
+        task = key.removesuffix(PROGRESS_SUFFIX)
+        if task != key and records.get(task + PROGRESS_REVISION_SUFFIX) == revision:
+            found[task] = line
+    return dict(sorted(found.items()))
 
 
 def _phase(roles: list[RoleStatus], records: dict[str, str], success_tasks: list[str],
@@ -384,4 +401,6 @@ def as_text(statuses: list[JobStatus]) -> str:
         for row in rows:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
             lines.append("  " + "  ".join([*cells, row[4]]).rstrip())
+        lines.extend(f"  progress {printable(task)}: {printable(line)}"
+                     for task, line in status.progress.items())
     return "\n".join(lines) + ("\n" if lines else "")

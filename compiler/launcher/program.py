@@ -28,6 +28,9 @@ exits 0 would train again and again. The launcher runs the training command and:
   own (so a cluster policy that predates results keeps the success); a file that is not such
   an object is recorded as `result: <revision> refused: <reason>` (and said in the log), never
   an exception, and a stale one is removed before the training starts;
+- records the progress the training writes at `TFCOMPILE_PROGRESS_FILE` (`progress.py`), at
+  most every `PROGRESS_SECONDS` while it runs and once where it ended, as a line beside the
+  task's record that `tfcompile status` and the Argo CD health check show;
 - forwards SIGTERM and SIGINT to the training process, so pods stop promptly, after recording the
   stop (so a peer that fails for the loss of this task finds it and does not count the failure);
   the training has the pod's grace period (`terminationGracePeriodSeconds`) to save a checkpoint,
@@ -68,6 +71,7 @@ from typing import NoReturn
 from .api_server import ACCOUNT_DIRECTORY, API_SERVER, Settings
 from .gate import RevisionGate, peer_tasks
 from .messages import describe, say
+from .progress import PROGRESS_FILE_NAME, PROGRESS_SECONDS, PROGRESS_VARIABLE, ProgressReader
 from .records import FAILED, STATE_DIRECTORY, SUCCEEDED, State
 from .results import RESULT_VARIABLE, read_result, remove_result
 
@@ -202,7 +206,7 @@ def stop(child: subprocess.Popen[bytes]) -> int:
 
 
 def train(command: list[str], gate: RevisionGate, state: State, until: float | None,
-          peers: list[str]) -> Ending:
+          peers: list[str], progress: ProgressReader | None = None) -> Ending:
     """Run the command once every task runs this revision, forwarding SIGTERM and SIGINT (the
     stop recorded first), watching the peers' revisions and the deadline (`until`).
 
@@ -235,12 +239,13 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
     state.refresh()
     peer_stops = state.stops_of(peers)
     try:
-        child = subprocess.Popen(command)
+        child = subprocess.Popen(command, env=training_environment(progress))
     except OSError as error:
         say("cannot start " + repr(command[0]) + ": " + str(error))
         return Ending(127, peer_stops=peer_stops)
     while True:
-        wait = gate.watch_seconds
+        wait = gate.watch_seconds if progress is None else min(gate.watch_seconds,
+                                                                PROGRESS_SECONDS)
         if until is not None:
             if time.time() >= until:
                 return Ending(stop(child), deadline=True, signalled=bool(stopping))
@@ -250,6 +255,7 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
             break
         except subprocess.TimeoutExpired:
             pass
+        report_progress(state, progress)
         if stopping:
             if until is not None:  # without a deadline, the clock counts for nothing
                 state.renew_stop()
@@ -264,6 +270,23 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
         state.renew_stop()  # the training's last seconds count too
     return Ending(128 - status if status < 0 else status, signalled=bool(stopping),
                   peer_stops=peer_stops)
+
+
+def training_environment(progress: ProgressReader | None) -> dict[str, str]:
+    """The training's environment: the pod's, and where it may write its progress (set here,
+    not in the pod template, so that a new launcher restarts no pod)."""
+    environment = dict(os.environ)
+    if progress is not None and progress.path:
+        environment[PROGRESS_VARIABLE] = progress.path
+    return environment
+
+
+def report_progress(state: State, progress: ProgressReader | None,
+                    final: bool = False) -> None:
+    """Record the training's progress when it changed (at most every `PROGRESS_SECONDS`)."""
+    line = progress.changed(time.time(), final) if progress is not None else None
+    if line is not None:
+        state.record_progress(line)
 
 
 def read_settings(path: str, revision: str) -> Settings:
@@ -306,12 +329,16 @@ def main(arguments: list[str]) -> int:
         idle("this task already failed and stopped retrying")
     result_file = os.environ.get(RESULT_VARIABLE, "")
     remove_result(result_file)
+    progress = ProgressReader(os.path.join(where["state"], PROGRESS_FILE_NAME))
+    progress.remove()
     started = state.start_clock()
     deadline = settings.get("deadline")
     until = None if deadline is None else started + float(deadline["seconds"])
     tasks = peer_tasks(json.loads(os.environ.get("TF_CONFIG") or "{}"))
-    ending = train(command, gate, state, until, tasks)
+    ending = train(command, gate, state, until, tasks, progress)
     status = ending.status
+    if status == 0 and not (ending.signalled or ending.deadline or ending.superseded):
+        report_progress(state, progress, final=True)  # where it ended, before its success
     if ending.deadline and deadline is not None:  # whatever signals came before it
         why = "deadline " + str(deadline["written"]) + " passed"
         say("revision " + revision + " has trained for its deadline; stopped (" + why + ")")

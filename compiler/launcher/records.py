@@ -36,6 +36,10 @@ FAILED_REVISION_KEY = "failed-revision"
 FAILED_TASK_KEY = "failed-task"
 """Beside a final failure's record, for the Argo CD health check (which compares by equality
 alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
+PROGRESS_SUFFIX = ".progress"
+PROGRESS_REVISION_SUFFIX = ".progress-revision"
+"""The state's keys of a task's progress (`progress.py`): `<task>.progress` holds the line,
+`<task>.progress-revision` the revision it is of."""
 RESULT_KEY = "result"
 """The state's key of a trial's result: `<revision> <JSON object of numbers>`, or `<revision>
 refused: <reason>` when what the training wrote is not a result (`results.py`)."""
@@ -134,6 +138,19 @@ class State:
                 say("could not record the result in the API server (" + describe(error)
                     + "); a launcher policy applied before results existed refuses it: apply "
                     "deploy/cluster/launcher-policy.yaml as tfcompile init writes it now")
+
+    def record_progress(self, line: str) -> None:
+        """The training's progress (`progress.py`) beside the task's record: the line, and the
+        revision it belongs to. One attempt, briefly: progress is not worth holding a training
+        up, and the next one replaces it."""
+        entries = {self.task + PROGRESS_SUFFIX: line,
+                   self.task + PROGRESS_REVISION_SUFFIX: self.revision}
+        self.records.update(entries)
+        if self.api is not None:
+            try:
+                self.api.record(self.settings["stateConfigMap"], entries, 1, STOP_RECORD_SECONDS)
+            except (OSError, ValueError) as error:
+                say("could not record the progress in the API server (" + describe(error) + ")")
 
     def start_clock(self) -> float:
         """Go on with the deadline's clock of this revision (the API server's record, or this

@@ -23,10 +23,13 @@ from typing import Any
 
 from tfcompile.compiler.launcher.api_server import FIELD_MANAGER
 from tfcompile.compiler.launcher.program import PROTOCOL, REVISION_SETTING, SETTINGS_FILE
+from tfcompile.compiler.launcher.progress import PROGRESS_CHARACTERS, PROGRESS_MAXIMUM_BYTES
 from tfcompile.compiler.launcher.records import (
     FAILED,
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,
+    PROGRESS_REVISION_SUFFIX,
+    PROGRESS_SUFFIX,
     RESULT_KEY,
     STATE_DIRECTORY,
     STOPPED,
@@ -45,7 +48,8 @@ from tfcompile.spec.models import Launcher, TrainingJob
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH
 
 __all__ = [
-    "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROTOCOL", "REFUSALS",
+    "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROGRESS_CHARACTERS",
+    "PROGRESS_MAXIMUM_BYTES", "PROGRESS_REVISION_SUFFIX", "PROGRESS_SUFFIX", "PROTOCOL", "REFUSALS",
     "REFUSED", "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING",
     "SETTINGS_FILE", "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram",
     "ResultRefused", "parse_result", "runs_launcher",

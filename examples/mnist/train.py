@@ -44,7 +44,8 @@ Files written under `--shared-dir`:
 - `backup/`: the `BackupAndRestore` checkpoint, saved after every epoch and at the step where a
   SIGTERM stopped the training (deleted when training completes).
 - `progress/<type>-<index>.log`: one JSON line per completed epoch, appended by every attempt:
-  `{"attempt": ..., "epoch": <0-based epoch index>, "loss": ..., "time": ...}`.
+  `{"attempt": ..., "epoch": <0-based epoch index>, "loss": ..., "time": ...}`. The same
+  epoch (1-based, of `--epochs`) and loss go to `$TFCOMPILE_PROGRESS_FILE` for the launcher.
 - `model/`: the trained model (SavedModel), written by the chief (worker 0 when there is no chief).
 - `results/<type>-<index>.json`: `final_loss`, `accuracy` and `loss` on the held-out digits,
   `epochs_completed`, `initial_epoch` of the attempt that finished (greater than 0 when it
@@ -182,12 +183,15 @@ def build_model() -> keras.Model:
 
 
 class ProgressLog(keras.callbacks.Callback):
-    """Append one JSON line per completed epoch, so restarts are visible afterwards."""
+    """Append one JSON line per completed epoch, so restarts are visible afterwards, and tell
+    tfcompile's launcher how far the training is (`TFCOMPILE_PROGRESS_FILE`: `tfcompile status`
+    and Argo CD show it)."""
 
-    def __init__(self, path: Path, attempt: str) -> None:
+    def __init__(self, path: Path, attempt: str, epochs: int) -> None:
         super().__init__()
         self.path = path
         self.attempt = attempt
+        self.epochs = epochs
         self.initial_epoch: int | None = None
         self.initial_step: int | None = None
 
@@ -206,7 +210,20 @@ class ProgressLog(keras.callbacks.Callback):
         }
         with self.path.open("a") as log:
             log.write(json.dumps(record) + "\n")
+        report_progress({"epoch": epoch + 1, "epochs": self.epochs, "loss": record["loss"]})
         print(f"epoch {epoch} done, loss {record['loss']:.4f}", flush=True)
+
+
+def report_progress(numbers: dict[str, float]) -> None:
+    """Write the progress where the launcher reads it (replaced whole, so it never reads half a
+    file); nothing without the launcher."""
+    target = os.environ.get("TFCOMPILE_PROGRESS_FILE")
+    if not target:
+        return
+    partial = f"{target}.partial"
+    with open(partial, "w") as progress_file:
+        json.dump(numbers, progress_file)
+    os.replace(partial, target)
 
 
 class Preempted(Exception):
@@ -327,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     with strategy.scope():
         model = build_model()
 
-    progress = ProgressLog(shared / "progress" / f"{task_type}-{task_index}.log", attempt)
+    progress = ProgressLog(shared / "progress" / f"{task_type}-{task_index}.log", attempt,
+                           args.epochs)
     backup = SaveOnSigterm(str(shared / "backup"), strategy)
     try:
         history = model.fit(

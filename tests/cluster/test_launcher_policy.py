@@ -181,6 +181,32 @@ def test_an_account_a_pod_template_names_is_held_to_its_own_job(
     assert first.records() == {"worker-0": f"succeeded {first.revision}"}
 
 
+def test_a_pod_records_only_its_own_progress_as_a_short_plain_line(
+        cluster: Cluster, tmp_path: Path) -> None:
+    """A task's progress (`<task>.progress`, `<task>.progress-revision`) beside its own record
+    of that revision; another task's, a long line, other characters or another revision are
+    refused."""
+    job = deploy(cluster, tmp_path, "progress")
+    revision = job.revision
+    pod = PodToken(cluster, job, "progress-worker-0", tmp_path)
+    training = {"worker-0": f"training {revision} since 1795000000 stops 0"}
+    assert pod.patch_state(job, {"data": training}).returncode == 0
+    line = {"worker-0.progress": "epoch 3/8, loss 0.21", "worker-0.progress-revision": revision}
+    admitted = pod.patch_state(job, {"data": line})
+    assert admitted.returncode == 0, admitted.stderr
+    refusal = "may set its progress only as a line of at most 256 plain characters"
+    for wrong in ({"worker-0.progress": "x" * 257},
+                  {"worker-0.progress": "epoch 3\x1b]0;owned\x07"},
+                  {"worker-0.progress": "epoch 3\nloss 1"},
+                  {"worker-0.progress-revision": "0" * 12}):
+        assert refused(pod.patch_state(job, {"data": {**line, **wrong}}), "records",
+                       refusal), wrong
+    assert refused(pod.patch_state(job, {"data": {"worker-1.progress": "epoch 9/8",
+                                                  "worker-1.progress-revision": revision}}),
+                   "records", "may write only the record of its own task")
+    assert job.records() == {**training, **line}
+
+
 NOTEBOOK = {
     "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook"},
     "spec": {"serviceAccountName": "trainer", "containers": [{

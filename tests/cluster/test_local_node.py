@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -39,6 +41,8 @@ from tests.cluster.local_node import (
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
 from tests.node_fixture import RealNode
+
+TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 
 # Every test that runs pods shares the session's real node (marker `node`).
 pytestmark = [pytest.mark.cluster, pytest.mark.node]
@@ -166,8 +170,20 @@ def test_mnist_trains_records_success_and_releases_itself(node: LocalNode,
                                + node.pod_lines(namespace, names[1])[-15:]))
     revision = job_revision(job)
     records = state_records(node, namespace, job)
-    assert sorted(records) == ["worker-0", "worker-1"]
-    assert all(value == f"succeeded {revision}" for value in records.values()), records
+    tasks = {key: value for key, value in records.items() if "." not in key}
+    assert sorted(tasks) == ["worker-0", "worker-1"]
+    assert all(value == f"succeeded {revision}" for value in tasks.values()), records
+    # The script reported its progress (TFCOMPILE_PROGRESS_FILE); each launcher recorded the
+    # last line, where the training ended, and `tfcompile status` shows it per task.
+    for task in tasks:
+        assert records[f"{task}.progress-revision"] == revision, records
+        assert records[f"{task}.progress"].startswith("epoch 8/8, loss "), records
+    shown = subprocess.run(
+        [TFCOMPILE, "status", job.name, "-o", str(job.output), "-n", namespace],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "KUBECONFIG": str(node.kubeconfig)})
+    assert shown.returncode == 0, shown.stderr
+    assert "progress worker-0: epoch 8/8, loss " in shown.stdout, shown.stdout
     # A launcher did it (nothing else in this test scales anything).
     lines = node.pod_lines(namespace, names[0]) + node.pod_lines(namespace, names[1])
     assert f"tfcompile: scaled {job.name}-worker to 0" in lines

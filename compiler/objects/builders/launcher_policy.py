@@ -46,13 +46,19 @@ from ..launcher import (
     FAILED,
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,
+    PROGRESS_CHARACTERS,
+    PROGRESS_MAXIMUM_BYTES,
+    PROGRESS_REVISION_SUFFIX,
+    PROGRESS_SUFFIX,
     RECORD_PATTERN,
     RESULT_KEY,
     RESULT_MAXIMUM_BYTES,
     RESULT_PATTERN,
     RESULT_RECORD_MAXIMUM_BYTES,
     REVISION_DIGITS,
+    STOPPED,
     SUCCEEDED,
+    TRAINING,
 )
 from ..names import (
     LAUNCHER_ACCOUNT_PART,
@@ -173,6 +179,22 @@ it refused the file) of bounded size in UTF-8 bytes, beside the pod's own succes
 that revision."""
 
 
+_LINE = f"variables.task + '{PROGRESS_SUFFIX}'"
+_LINE_REVISION = f"variables.task + '{PROGRESS_REVISION_SUFFIX}'"
+_PROGRESS = f"""\
+!(({_LINE}) in variables.changed || ({_LINE_REVISION}) in variables.changed) ||
+(({_LINE}) in variables.new && ({_LINE_REVISION}) in variables.new &&
+ variables.task in variables.new &&
+ size(variables.new[{_LINE}]) <= {PROGRESS_MAXIMUM_BYTES} &&
+ variables.new[{_LINE}].matches('^[{PROGRESS_CHARACTERS}]+$') &&
+ variables.new[{_LINE_REVISION}].matches('^[0-9a-f]{{{REVISION_DIGITS}}}$') &&
+ (['{TRAINING} ', '{STOPPED} '].exists(record, variables.new[variables.task].startsWith(
+    record + variables.new[{_LINE_REVISION}] + ' ')) ||
+  variables.new[variables.task] == '{SUCCEEDED} ' + variables.new[{_LINE_REVISION}]))"""
+"""A task's progress, when a request sets it, is a short line of plain characters (ASCII, so
+its size in characters is its size in bytes) and the revision the task's own record is of."""
+
+
 def records_policy() -> dict[str, Any]:
     """A job's pods patch only their own task's record in their job's state ConfigMap."""
     state_labels = (f"o.metadata.?labels[?'app.kubernetes.io/managed-by'].orValue('') == "
@@ -213,7 +235,7 @@ def records_policy() -> dict[str, Any]:
             {"expression": "variables.old.all(key, key in variables.new) &&\n"
                            "variables.changed.all(key, key in\n"
                            f"  [variables.task, '{FAILED_REVISION_KEY}', '{FAILED_TASK_KEY}',"
-                           f" '{RESULT_KEY}'])",
+                           f" '{RESULT_KEY}', {_LINE}, {_LINE_REVISION}])",
              "reason": "Forbidden",
              "messageExpression": "'pod ' + variables.pod + ' may write only the record of its "
                                   "own task, ' + variables.task + ', and remove none'"},
@@ -222,6 +244,11 @@ def records_policy() -> dict[str, Any]:
              "messageExpression": f"'pod ' + variables.pod + ' may set {FAILED_REVISION_KEY} "
                                   f"and {FAILED_TASK_KEY} only beside its own failure record, "
                                   "to what it says'"},
+            {"expression": _PROGRESS,
+             "reason": "Forbidden",
+             "messageExpression": f"'pod ' + variables.pod + ' may set its progress only as a "
+                                  f"line of at most {PROGRESS_MAXIMUM_BYTES} plain characters "
+                                  "and the revision its own record is of'"},
             {"expression": _RESULT,
              "reason": "Forbidden",
              "messageExpression": f"'pod ' + variables.pod + ' may set {RESULT_KEY} only "

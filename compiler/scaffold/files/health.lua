@@ -5,7 +5,7 @@
 --   Degraded     a task of the committed revision stopped retrying (failurePolicy)
 --   Healthy      every task that makes the job succeed recorded success at that revision
 --   Suspended    the job is suspended (suspend: true)
---   Progressing  otherwise: the job is training
+--   Progressing  otherwise: the job is training (with the progress its training reports)
 -- A job with `launcher: none` records nothing (its state says `tfcompile.dev/launcher: none`):
 -- its state is Healthy (Suspended when suspended), and its StatefulSets' health is the job's.
 -- Argo CD runs health checks with only Lua's base, table and package libraries (no `string`),
@@ -72,4 +72,13 @@ end
 hs.status = "Progressing"
 hs.message = "training revision " .. revision .. ": " .. done .. " of " .. #tasks
   .. " tasks that end the job succeeded"
+-- The progress the first of those tasks reported at this revision (its launcher records the
+-- line and, beside it, the revision it is of).
+for _, task in ipairs(tasks) do
+  local line = data[task .. ".progress"]
+  if line ~= nil and data[task .. ".progress-revision"] == revision then
+    hs.message = hs.message .. "; " .. task .. ": " .. line
+    break
+  end
+end
 return hs
