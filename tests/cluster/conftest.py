@@ -83,7 +83,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             pytest.fail(
                 "the cluster tests need a local control plane and `scripts/control-plane.sh up` "
                 f"failed (exit {up.returncode}):\n{up.stderr}\nIt builds Kubernetes from "
-                "source with Go (see README.md, \"The cluster tier\"), or takes prebuilt "
+                "source with Go (see docs/development.md, \"The cluster tier of the tests\"), "
+                "or takes prebuilt "
                 "binaries from TFCOMPILE_CONTROL_PLANE_BINARIES. Run `pytest -m \"not "
                 "cluster\"` to leave these tests out.",
                 pytrace=False,
