@@ -169,8 +169,11 @@ def _role(lines: str) -> str:
 RUN_POLICY = "tfcompile has no runPolicy: suspend is spec.suspend"
 RESTART_POLICY = ("tfcompile has no restartPolicy: the pods of a StatefulSet always restart, and "
                   "spec.failurePolicy says when a failing task stops")
-CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a StatefulSet keeps its pods, and "
-                    "onSuccess: release scales the job's StatefulSets to zero")
+CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a job that has ended keeps its pods, "
+                    "idling, with their logs (the default, onSuccess: idle and onFailure: idle); "
+                    "spec.onSuccess: release scales the job's StatefulSets to zero once it has "
+                    "succeeded, and spec.onFailure: release once it has given up (both together "
+                    "are TFJob's All")
 TTL = ("tfcompile has no ttlSecondsAfterFinished: the job's objects live as long as the job is "
        "in git")
 DEADLINE = ("use spec.deadline, a duration such as 1h or 48h (activeDeadlineSeconds: 3600 is "
@@ -217,7 +220,8 @@ TFJOB_MISTAKES = [
             "spec.cleanPodPolicy", CLEAN_POD_POLICY),
     Mistake("ttlSecondsAfterFinished under spec", job("ttlSecondsAfterFinished: 600\n"),
             "ttlSeconds", "spec.ttlSecondsAfterFinished", TTL + " (remove it, and Argo CD or "
-            "Flux prunes them); onSuccess: release frees the pods"),
+            "Flux prunes them); spec.onSuccess: release frees the pods once it has succeeded, "
+            "and spec.onFailure: release once it has given up"),
     Mistake("activeDeadlineSeconds under spec", job("activeDeadlineSeconds: 3600\n"),
             "activeDeadline", "spec.activeDeadlineSeconds",
             DEADLINE + ": a revision that trains longer is stopped and recorded as failed"),
