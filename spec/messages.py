@@ -2,20 +2,26 @@
 
 Pydantic reports union members and regular expressions; a user needs the field, the rule in words
 and, for an unknown field, the field to use instead (`misplaced_fields.py`: a Kubeflow TFJob's
-fields, a pod's field beside a role's) or else the fields allowed there. Input values are never
-echoed, so an error cannot leak a secret that was typed into the wrong field.
+fields, a pod's field beside a role's) or else the fields allowed there. A misspelt field name or
+enum value also gets the allowed one clearly closest to it (`suggestions.py`: "did you mean
+'release'?"), and a required field such a suggestion names is not reported missing as well.
+Input values are never echoed, so an error cannot leak a secret that was typed into the wrong
+field: a suggestion is always one of the allowed names.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from . import models
 from .misplaced_fields import unknown_field_hints, value_advice
 from .problems import FieldPath
+from .suggestions import closest, did_you_mean
 
 PATTERN_DESCRIPTIONS = {
     models.DNS_1035_LABEL_PATTERN: (
@@ -101,25 +107,47 @@ def _strip_union_tags(location: tuple[Any, ...], data: Any) -> tuple[FieldPath, 
 
 
 def _model_at(path: FieldPath) -> type[BaseModel] | None:
-    """The spec model that describes the mapping at `path`, to list its allowed fields."""
+    """The spec model that describes the mapping at `path`, to list its allowed fields: the
+    fields of models are followed by name, and items of lists and values of mappings
+    (`storage.volumes[0]`, `env.NAME`) by the type of their items."""
     model: Any = models.TrainingJob
     for part in path:
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            return None
-        field = next(
-            (f for name, f in model.model_fields.items() if (f.alias or name) == part), None
-        )
-        if field is None:
-            return None
-        model = _unwrap(field.annotation)
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            field = next(
+                (f for name, f in model.model_fields.items() if (f.alias or name) == part), None
+            )
+            if field is None:
+                return None
+            model = field.annotation
+        else:
+            model = _item_type(model, part)
+        model = _unwrap(model)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
+def _item_type(annotation: Any, part: str | int) -> Any:
+    """The type of the item `part` of a list (an index) or a mapping (a key), or None."""
+    origin = get_origin(annotation)
+    arguments = get_args(annotation)
+    if origin is list and isinstance(part, int) and arguments:
+        return arguments[0]
+    if origin is dict and isinstance(part, str) and len(arguments) == 2:
+        return arguments[1]
+    return None
+
+
 def _unwrap(annotation: Any) -> Any:
-    for argument in getattr(annotation, "__args__", ()) or ():
-        if isinstance(argument, type) and issubclass(argument, BaseModel):
-            return argument
-    return annotation
+    """The model in an optional or union type (`Storage | None`), else a list or mapping type
+    (its `Annotated` metadata dropped), else the annotation itself."""
+    if get_origin(annotation) is Annotated:
+        return _unwrap(get_args(annotation)[0])
+    if get_origin(annotation) not in {Union, UnionType}:
+        return annotation
+    members = [_unwrap(member) for member in get_args(annotation)]
+    return next((member for member in members
+                 if isinstance(member, type) and issubclass(member, BaseModel)),
+                next((member for member in members if get_origin(member) in {list, dict}),
+                     annotation))
 
 
 def allowed_fields(model: type[BaseModel]) -> list[str]:
@@ -135,24 +163,45 @@ def _value_at(data: Any, path: FieldPath) -> Any:
     return data
 
 
+def _fields_beside(path: FieldPath) -> list[str]:
+    """The fields allowed in the mapping that holds the field at `path` (none when no model
+    describes it)."""
+    parent = _model_at(path[:-1])
+    return allowed_fields(parent) if parent is not None else []
+
+
+def _suggested_field(path: FieldPath) -> FieldPath | None:
+    """The path of the allowed field clearly closest to the unknown one at `path`, or None."""
+    found = closest(str(path[-1]), _fields_beside(path)) if path else None
+    return None if found is None else (*path[:-1], found)
+
+
+def _expected_values(expected: str) -> list[str]:
+    """The values pydantic's `expected` lists (`'idle' or 'release'`): the spec's enum values
+    and literals hold no quote."""
+    return re.findall(r"'([^']*)'", expected)
+
+
 def _message(error: Any, path: FieldPath, value: Any = None) -> str:
     kind = error["type"]
     context = error.get("ctx") or {}
     if kind == "literal_error" and (advice := value_advice(path, value)) is not None:
         return f"must be {context.get('expected')}: this is {advice}"
     if kind == "extra_forbidden":
-        parent = _model_at(path[:-1])
-        allowed = ", ".join(allowed_fields(parent)) if parent is not None else ""
-        return f"unknown field; allowed here: {allowed}" if allowed else "unknown field"
+        allowed = _fields_beside(path)
+        if not allowed:
+            return "unknown field"
+        return (f"unknown field; allowed here: {', '.join(allowed)}"
+                + did_you_mean(path[-1], allowed))
     if kind == "missing":
         return "required field is missing"
     if kind == "string_pattern_mismatch":
         pattern = context.get("pattern", "")
         return PATTERN_DESCRIPTIONS.get(pattern, "has a form that is not allowed")
-    if kind == "literal_error":
-        return f"must be {context.get('expected')}"
-    if kind == "enum":
-        return f"must be one of {context.get('expected')}"
+    if kind in {"literal_error", "enum"}:
+        expected = str(context.get("expected", ""))
+        stem = "must be" if kind == "literal_error" else "must be one of"
+        return f"{stem} {expected}" + did_you_mean(value, _expected_values(expected))
     if kind in {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}:
         bound = {
             "greater_than_equal": "at least",
@@ -175,14 +224,20 @@ def describe_validation_error(
     error: ValidationError, data: Any
 ) -> Iterator[tuple[FieldPath, str, bool]]:
     """(field path, message, whether it is about the key) for each distinct problem."""
+    items = [(item, *_strip_union_tags(tuple(item["loc"]), data))
+             for item in error.errors(include_input=False, include_url=False)]
+    advised = {path: list(unknown_field_hints(path, _value_at(data, path)))
+               for item, path, _ in items if item["type"] == "extra_forbidden"}
+    suggested = {_suggested_field(path) for path, hints in advised.items() if not hints}
     seen: set[FieldPath] = set()
-    for item in error.errors(include_input=False, include_url=False):
-        path, on_key = _strip_union_tags(tuple(item["loc"]), data)
+    for item, path, on_key in items:
         if path in seen:
             continue  # the other members of a union say the same thing less clearly
         seen.add(path)
+        if item["type"] == "missing" and path in suggested:
+            continue  # the unknown field beside it says "did you mean" this one
         if item["type"] == "extra_forbidden":
-            hints = list(unknown_field_hints(path, _value_at(data, path)))
+            hints = advised[path]
             for hinted, advice in hints:
                 yield hinted, f"unknown field; {advice}", True
             if hints:

@@ -34,14 +34,16 @@ _RESTART_POLICY = (
     "OnFailure and Always are the default (no failurePolicy: retried for ever) or a maxRestarts"
 )
 _CLEAN_POD_POLICY = (
-    "tfcompile has no cleanPodPolicy: a StatefulSet keeps its pods, and onSuccess: release "
-    "scales the job's StatefulSets to zero once it has succeeded or failed for good (TFJob's "
-    "All); its objects stay as long as the job is in git"
+    "tfcompile has no cleanPodPolicy: a job that has ended keeps its pods, idling, with their "
+    "logs (the default, onSuccess: idle and onFailure: idle); spec.onSuccess: release scales "
+    "the job's StatefulSets to zero once it has succeeded, and spec.onFailure: release once it "
+    "has given up (both together are TFJob's All; Running has no equivalent, since the pods of "
+    "a StatefulSet never complete); its objects stay as long as the job is in git"
 )
 _TTL = (
     "tfcompile has no ttlSecondsAfterFinished: the job's objects live as long as the job is in "
-    "git (remove it, and Argo CD or Flux prunes them); onSuccess: release frees the pods once it "
-    "has ended"
+    "git (remove it, and Argo CD or Flux prunes them); spec.onSuccess: release frees the pods "
+    "once it has succeeded, and spec.onFailure: release once it has given up"
 )
 _DEADLINE = (
     "use spec.deadline, a duration such as 1h or 48h (activeDeadlineSeconds: 3600 is "

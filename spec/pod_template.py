@@ -18,6 +18,7 @@ from typing import Any
 
 from .mount_paths import form_problem, reserved_problem
 from .problems import FieldPath, Problem
+from .suggestions import closest, did_you_mean
 
 SCHEMA_KUBERNETES_VERSION = "1.33"
 """The Kubernetes minor whose pod template schema `podTemplate` is checked against: the one
@@ -166,19 +167,42 @@ def schema_problems(path: FieldPath, fragment: Any,
         return
     errors = sorted(_validator(root).iter_errors(fragment),
                     key=lambda error: (list(map(str, error.absolute_path)), error.message))
-    for error in errors:
-        where = (*path, *error.absolute_path)
+    unknown_fields = [(error, *_unknown_fields(path, error)) for error in errors]
+    suggested = {(where, field) for _, where, fields in unknown_fields
+                 for _, _, field in fields if field is not None}
+    for error, where, fields in unknown_fields:
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            from .misplaced_fields import advice  # only a refused fragment needs it
-
-            allowed = sorted(error.schema.get("properties", {}))
-            for unknown in sorted(set(error.instance) - set(allowed), key=str):
-                hint = advice((*where, str(unknown)))
-                yield Problem((*where, str(unknown)),
-                              f"unknown field (Kubernetes {SCHEMA_KUBERNETES_VERSION} schema); "
-                              + (hint or f"allowed here: {', '.join(allowed)}"), key=True)
+            for unknown, message, _ in fields:
+                yield Problem((*where, unknown), message, key=True)
             continue
+        if error.validator == "required" and (where, _required_name(error)) in suggested:
+            continue  # the unknown field beside it says "did you mean" this one
         yield Problem(where, _describe(error))
+
+
+def _unknown_fields(path: FieldPath, error: Any
+                    ) -> tuple[FieldPath, list[tuple[str, str, str | None]]]:
+    """Where `error` is, and for an unknown field error, each unknown field with its message
+    and the allowed field it suggests (if any)."""
+    where = (*path, *error.absolute_path)
+    if error.validator != "additionalProperties" or not isinstance(error.instance, dict):
+        return where, []
+    from .misplaced_fields import advice  # only a refused fragment needs it
+
+    allowed = sorted(error.schema.get("properties", {}))
+    fields: list[tuple[str, str, str | None]] = []
+    for unknown in sorted(set(error.instance) - set(allowed), key=str):
+        hint = advice((*where, str(unknown)))
+        found = None if hint else closest(str(unknown), allowed)
+        listed = f"allowed here: {', '.join(allowed)}" + did_you_mean(unknown, allowed)
+        fields.append((str(unknown), f"unknown field (Kubernetes {SCHEMA_KUBERNETES_VERSION} "
+                       "schema); " + (hint or listed), found))
+    return where, fields
+
+
+def _required_name(error: Any) -> str:
+    """The field a `required` error names (its message is "'name' is a required property")."""
+    return str(error.message.split(" is a required")[0]).strip("'")
 
 
 def _describe(error: Any) -> str:
@@ -190,7 +214,9 @@ def _describe(error: Any) -> str:
     if error.validator == "required":
         return f"{error.message.split(' is a required')[0]} is required {where}"
     if error.validator == "enum":
-        return f"must be one of {', '.join(map(str, error.validator_value))} {where}"
+        allowed = [str(value) for value in error.validator_value]
+        return (f"must be one of {', '.join(allowed)} {where}"
+                + did_you_mean(error.instance, allowed))
     if error.validator in ("oneOf", "anyOf"):
         return f"expected a string or an integer {where}"
     return f"not allowed by the {error.validator} rule {where}"

@@ -169,8 +169,11 @@ def _role(lines: str) -> str:
 RUN_POLICY = "tfcompile has no runPolicy: suspend is spec.suspend"
 RESTART_POLICY = ("tfcompile has no restartPolicy: the pods of a StatefulSet always restart, and "
                   "spec.failurePolicy says when a failing task stops")
-CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a StatefulSet keeps its pods, and "
-                    "onSuccess: release scales the job's StatefulSets to zero")
+CLEAN_POD_POLICY = ("tfcompile has no cleanPodPolicy: a job that has ended keeps its pods, "
+                    "idling, with their logs (the default, onSuccess: idle and onFailure: idle); "
+                    "spec.onSuccess: release scales the job's StatefulSets to zero once it has "
+                    "succeeded, and spec.onFailure: release once it has given up (both together "
+                    "are TFJob's All")
 TTL = ("tfcompile has no ttlSecondsAfterFinished: the job's objects live as long as the job is "
        "in git")
 DEADLINE = ("use spec.deadline, a duration such as 1h or 48h (activeDeadlineSeconds: 3600 is "
@@ -217,7 +220,8 @@ TFJOB_MISTAKES = [
             "spec.cleanPodPolicy", CLEAN_POD_POLICY),
     Mistake("ttlSecondsAfterFinished under spec", job("ttlSecondsAfterFinished: 600\n"),
             "ttlSeconds", "spec.ttlSecondsAfterFinished", TTL + " (remove it, and Argo CD or "
-            "Flux prunes them); onSuccess: release frees the pods"),
+            "Flux prunes them); spec.onSuccess: release frees the pods once it has succeeded, "
+            "and spec.onFailure: release once it has given up"),
     Mistake("activeDeadlineSeconds under spec", job("activeDeadlineSeconds: 3600\n"),
             "activeDeadline", "spec.activeDeadlineSeconds",
             DEADLINE + ": a revision that trains longer is stopped and recorded as failed"),
@@ -364,6 +368,143 @@ def test_every_tfjob_field_of_the_table_is_tried() -> None:
 
 def test_there_are_at_least_25_distinct_mistakes() -> None:
     assert len({m.name for m in MISTAKES}) >= 25
+
+
+@dataclass(frozen=True)
+class Typo:
+    """A misspelt field name or value: refused at `at`, naming `field`, with "did you mean
+    `suggests`?" (None: no suggestion at all); the value written (`typed`) is never shown."""
+
+    name: str
+    text: str
+    at: str
+    field: str
+    suggests: str | None
+    typed: str | None = None
+
+
+def _volume(lines: str) -> str:
+    return job("storage:\n  volumes:\n  - {name: data, claimName: data, mountPath: /data, "
+               + lines + "}\n")
+
+
+def _tensorboard(lines: str) -> str:
+    return job("storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+               "tensorboard: {logDir: /mnt/shared/logs, " + lines + "}\n")
+
+
+TYPOS = [
+    Typo("a top-level field", job().replace("metadata:", "metdata:"), "metdata:", "metdata",
+         "metadata"),
+    Typo("a metadata field", job().replace("  name: demo\n", "  name: demo\n  namespce: ml\n"),
+         "namespce", "metadata.namespce", "namespace"),
+    Typo("onSuccess misspelt", job("onSucess: release\n"), "onSucess", "spec.onSucess",
+         "onSuccess"),
+    Typo("a field in snake_case", job("not_secret: [PAD_TOKEN]\n"), "not_secret",
+         "spec.not_secret", "notSecret"),
+    Typo("a role's field with a capital", job(roles="    worker: {Replicas: 2}"), "Replicas",
+         "spec.roles.worker.Replicas", "replicas"),
+    Typo("a role misspelt", job(roles="    wroker: {replicas: 2}"), "wroker:",
+         "spec.roles.wroker", "worker"),
+    Typo("mount_path in shared storage", job("storage:\n  shared: {mount_path: /mnt, "
+         "size: 1Gi}\n"), "mount_path", "spec.storage.shared.mount_path", "mountPath"),
+    Typo("a field of a list item", _volume("readonly: true"), "readonly",
+         "spec.storage.volumes[0].readonly", "readOnly"),
+    Typo("a field of an env reference", job("env:\n  DB: {secretKeyRf: {name: db, key: k}}\n"),
+         "secretKeyRf", "spec.env.DB.secretKeyRf", "secretKeyRef"),
+    Typo("a failurePolicy field", job("failurePolicy: {maxRestart: 3}\n"), "maxRestart",
+         "spec.failurePolicy.maxRestart", "maxRestarts"),
+    Typo("a scheduling field", job("scheduling: {gang: volcano, queu: research}\n"), "queu",
+         "spec.scheduling.queu", "queue"),
+    Typo("a TensorBoard field", _tensorboard("service_type: NodePort"), "service_type",
+         "spec.tensorboard.service_type", "serviceType"),
+    Typo("a mount of a pod template", job("podTemplate:\n  spec:\n    containers:\n"
+         "    - name: tensorflow\n      volumeMounts: [{name: data, mountpath: /data}]\n"),
+         "mountpath", "spec.podTemplate.spec.containers[0].volumeMounts[0].mountpath",
+         "mountPath"),
+    Typo("onSuccess: relase", job("onSuccess: relase\n"), "relase", "spec.onSuccess",
+         "release", "relase"),
+    Typo("onFailure: Release", job("onFailure: Release\n"), "Release", "spec.onFailure",
+         "release", "Release"),
+    Typo("onSuccess: idel", job("onSuccess: idel\n"), "idel", "spec.onSuccess", "idle",
+         "idel"),
+    Typo("launcher: pyhton", job("launcher: pyhton\n"), "pyhton", "spec.launcher", "python",
+         "pyhton"),
+    Typo("compatibility: tf_spawner", job("compatibility: [elasticdl, tf_spawner]\n"),
+         "tf_spawner", "spec.compatibility[1]", "tf-spawner", "tf_spawner"),
+    Typo("whenDeleted: delete", job("storage:\n  shared: {mountPath: /mnt, size: 1Gi, "
+         "whenDeleted: delete}\n"), "delete}", "spec.storage.shared.whenDeleted", "Delete",
+         "delete}"),
+    Typo("gang: kueeu", job("scheduling: {gang: kueeu, queue: research}\n"), "kueeu",
+         "spec.scheduling.gang", "kueue", "kueeu"),
+    Typo("serviceType: clusterip", _tensorboard("serviceType: clusterip"), "clusterip",
+         "spec.tensorboard.serviceType", "ClusterIP", "clusterip"),
+    Typo("strategy: parameterserver", job("strategy: parameterserver\n",
+         "    worker: {replicas: 2}\n    ps: {replicas: 1}"), "parameterserver",
+         "spec.strategy", "ParameterServer", "parameterserver"),
+    Typo("a role of a volume", _volume("readOnly: true, roles: [chief, wroker]"), "wroker",
+         "spec.storage.volumes[0].roles[1]", "worker", "wroker"),
+    Typo("goal: maximise", job("sweep:\n  parameters: {RATE: ['0.1']}\n"
+         "  objective: {metric: loss, goal: maximise}\n"), "maximise",
+         "spec.sweep.objective.goal", "maximize", "maximise"),
+    Typo("kind: TrainingJobs", job().replace("kind: TrainingJob", "kind: TrainingJobs"),
+         "TrainingJobs", "kind", "TrainingJob", "TrainingJobs"),
+    Typo("an overlay misspelt", job("overlays: [gpus]\n"), "gpus", "spec.overlays[0]", "gpu"),
+    Typo("a field like none allowed", job("replica: 3\n"), "replica:", "spec.replica", None),
+    Typo("a role like none", job(roles="    leader: {replicas: 1}"), "leader:",
+         "spec.roles.leader", None),
+    Typo("a value like none", job("onSuccess: delete\n"), "delete", "spec.onSuccess", None,
+         "delete"),
+    Typo("a gang like none", job("scheduling: {gang: slurm}\n"), "slurm",
+         "spec.scheduling.gang", None, "slurm"),
+    Typo("a compatibility like none", job("compatibility: [horovod]\n"), "horovod",
+         "spec.compatibility[0]", None, "horovod"),
+    Typo("a short role like none", job(roles="    worker: {replicas: 1}\n    px: {replicas: 1}"),
+         "px:", "spec.roles.px", None),
+]
+"""Misspelt field names at every level the models define (and in a pod template, by
+Kubernetes' schema), misspelt values of every enum, and misspellings close to nothing."""
+
+
+@pytest.mark.parametrize("typo", TYPOS, ids=[typo.name for typo in TYPOS])
+def test_a_misspelling_says_what_was_meant_when_one_is_clearly_closest(
+    typo: Typo,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Result],
+) -> None:
+    overlays = Path(__file__).resolve().parent.parent / "overlays"
+    monkeypatch.chdir(tmp_path)
+    says = f"; did you mean '{typo.suggests}'?" if typo.suggests else ""
+    result = _refused_at(run_cli, typo.text, typo.at, f"{typo.field}: ", says,
+                         "--overlays", str(overlays))
+    row = next(row for row in result.stderr.splitlines() if f" {typo.field}: " in row)
+    assert row.count("did you mean") == (1 if typo.suggests else 0), row
+    if typo.typed is not None:
+        assert typo.typed not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_a_required_field_a_misspelling_stands_for_is_not_also_missing(
+    write_job: Callable[..., Path], run_cli: Callable[..., Result]
+) -> None:
+    """`mount_path` is reported once, as a misspelling of mountPath, not also as mountPath
+    missing; a required field nothing stands for is still missing."""
+    path = write_job(job("storage:\n  shared: {mount_path: /mnt, size: 1Gi}\n"
+                         "  volumes:\n  - {name: data, claimName: data, mountPth: /data, "
+                         "readOnly: true}\n").replace("metadata:", "metdata:"))
+    result = run_cli("build", str(path), "-o", str(path.parent / "out"))
+    fields = sorted(row.split(": ")[1] for row in result.stderr.splitlines()
+                    if "job.yaml:" in row)
+    assert fields == ["metdata", "spec.storage.shared.mount_path",
+                      "spec.storage.volumes[0].mountPth"]
+    path.write_text(job("storage:\n  shared: {mountpoint: /mnt, size: 1Gi}\n"),
+                    encoding="utf-8")
+    result = run_cli("build", str(path), "-o", str(path.parent / "out"))
+    assert "spec.storage.shared.mountPath: required field is missing" in result.stderr
+    assert "spec.storage.shared.mountpoint: unknown field; allowed here: mountPath" in \
+        result.stderr
+    assert "did you mean" not in result.stderr
 
 
 def test_every_problem_of_a_file_is_reported_at_once(

@@ -26,6 +26,7 @@ from tfcompile.compiler.output.ownership import kept_note
 from tfcompile.compiler.output.tree import Plan, plan, recorded_sources
 from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
 from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
+from tfcompile.spec.suggestions import did_you_mean
 
 from .build_record import (
     KUSTOMIZATION_NAMES,
@@ -51,7 +52,7 @@ def _check_overlays(loaded: LoadedJob, available: list[str], overlays: Path) -> 
                 Problem(
                     ("spec", "overlays", index),
                     f"no Kustomize Component {display_path(overlays / name)}/kustomization.yaml; "
-                    f"overlays available there: {known}",
+                    f"overlays available there: {known}" + did_you_mean(name, available),
                 )
             )
     return problems

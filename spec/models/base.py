@@ -77,11 +77,14 @@ NonEmptyText = Annotated[str, StringConstraints(strict=True, min_length=1)]
 
 
 class SpecModel(BaseModel):
-    """Base of every spec model: camelCase keys in YAML, unknown keys refused, immutable."""
+    """Base of every spec model: camelCase keys in YAML, unknown keys refused, immutable.
+
+    Only the camelCase name is read: `mount_path` is an unknown field (with "did you mean
+    'mountPath'?"), as the JSON Schema says, so one spelling of a field is in every job and
+    every editor agrees with the build."""
 
     model_config = ConfigDict(
         extra="forbid",
         alias_generator=to_camel,
-        populate_by_name=True,
         frozen=True,
     )

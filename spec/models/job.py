@@ -110,8 +110,9 @@ class JobSpec(SpecModel):
     )
     on_success: OnSuccess = Field(
         default=OnSuccess.IDLE,
-        description="idle: succeeded pods stay and idle; release: the job's own pods scale "
-        "its StatefulSets to 0 once it has succeeded (or failed for good).",
+        description="idle (the default): succeeded pods stay and idle, with their logs; "
+        "release: the job's own pods scale its StatefulSets to 0 once it has succeeded (a job "
+        "that gave up is onFailure's).",
     )
     failure_policy: FailurePolicy | None = Field(
         default=None,
@@ -119,8 +120,8 @@ class JobSpec(SpecModel):
     )
     on_failure: OnFailure = Field(
         default=OnFailure.IDLE,
-        description="idle: a job that gave up (failurePolicy or deadline) keeps its pods, "
-        "idling; release: its own pods scale its StatefulSets to 0.",
+        description="idle (the default): a job that gave up (failurePolicy or deadline) keeps "
+        "its pods, idling, with their logs; release: its own pods scale its StatefulSets to 0.",
     )
     deadline: Duration | None = Field(
         default=None,

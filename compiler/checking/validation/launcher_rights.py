@@ -1,10 +1,10 @@
 """What a job's pods may do on a cluster too old for the launcher policy.
 
-A job's Role lets its pods patch their job's state ConfigMap and, with `onSuccess: release`, the
-scale of its StatefulSets; the launcher policy that `init` writes (ValidatingAdmissionPolicy,
-Kubernetes 1.30 and later) holds them to their own task's record and to scaling to 0. A cluster
-older than that has no such policy, so there the Role is all there is: `validate` says so for
-each job, for the Kubernetes version it checks against.
+A job's Role lets its pods patch their job's state ConfigMap and, with `onSuccess` or `onFailure:
+release`, the scale of its StatefulSets; the launcher policy that `init` writes
+(ValidatingAdmissionPolicy, Kubernetes 1.30 and later) holds them to their own task's record and
+to scaling to 0. A cluster older than that has no such policy, so there the Role is all there is:
+`validate` says so for each job, for the Kubernetes version it checks against.
 """
 
 from __future__ import annotations

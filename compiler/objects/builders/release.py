@@ -7,9 +7,9 @@ record; its annotations say which revision is committed and which tasks make the
 which is what `tfcompile status` and the Argo CD health check read.
 
 The Role grants the least that does this, always by name: get and patch of `J-state`; with
-`onSuccess: release`, also get and patch of the `scale` of the job's own StatefulSets. Nothing
-else: no create, no delete, no other object, no pods. Which key a pod may write and to how many
-replicas it may scale, RBAC cannot say: the cluster's launcher policy does
+`onSuccess: release` or `onFailure: release`, also get and patch of the `scale` of the job's own
+StatefulSets. Nothing else: no create, no delete, no other object, no pods. Which key a pod may
+write and to how many replicas it may scale, RBAC cannot say: the cluster's launcher policy does
 (`launcher_policy.py`).
 """
 
