@@ -24,7 +24,7 @@ the specs, and `build --check` does not read a record at all.
 
 Why it is kept (about 470 lines, and the tests that hold it to "only saves work"): measured
 with `scripts/benchmark.py --rounds 5 --only "no change"` on a two-core machine under load, a
-build of 100 unchanged jobs takes 179 ms of CPU with the record and 1,348 ms without (7.5×);
+build of 100 unchanged jobs takes 179 ms of CPU with the record and 1,348 ms without (7.5 times);
 a build of 100 jobs of which one changed (the common pre-commit) took 0.45 s of CPU with it
 and 0.95 s without. A hook that runs on every commit is worth the second it saves there.
 """
