@@ -18,6 +18,23 @@ def job(spec_extra: str = "", roles: str = TWO_WORKERS) -> str:
     return job_text(spec_lines=spec_extra, roles=roles)
 
 
+def _pod_spec(lines: str) -> str:
+    """The job with `lines` in the worker role's pod template spec."""
+    return job(roles="    worker:\n      replicas: 2\n      podTemplate:\n        spec:\n"
+               + textwrap.indent(lines, "          "))
+
+
+ANTI_AFFINITY = """\
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector: {{matchLabels: {labels}}}
+"""
+
+
 @dataclass(frozen=True)
 class Mistake:
     name: str
@@ -152,6 +169,45 @@ MISTAKES = [
             "9000h is 32400000 s; give at least 1s and at most 8784h"),
     Mistake("unknown onFailure", job("onFailure: delete\n"), "delete", "spec.onFailure",
             "'idle' or 'release'"),
+    # Selectors written against a Kubeflow TFJob's pod labels, which tfcompile's pods lack.
+    Mistake("TFJob's replica-type in a pod anti-affinity", _pod_spec(ANTI_AFFINITY.format(
+        labels="{training.kubeflow.org/replica-type: worker}")), "training.kubeflow.org",
+        "spec.roles.worker.podTemplate.spec.affinity.podAntiAffinity."
+        "preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector."
+        "matchLabels.training.kubeflow.org/replica-type",
+        "selects pods by training.kubeflow.org/replica-type, a label only Kubeflow's training "
+        "operator puts on TFJob pods; tfcompile's pods do not carry it, so this selects none "
+        "of the job's pods: use tfcompile.dev/role (chief, worker, ps or evaluator"),
+    Mistake("TFJob's job-name in a topology spread constraint", _pod_spec(
+        "topologySpreadConstraints:\n- {maxSkew: 1, topologyKey: kubernetes.io/hostname, "
+        "whenUnsatisfiable: DoNotSchedule, labelSelector: {matchExpressions: [{key: "
+        "training.kubeflow.org/job-name, operator: In, values: [demo]}]}}\n"),
+        "training.kubeflow.org", "spec.roles.worker.podTemplate.spec."
+        "topologySpreadConstraints[0].labelSelector.matchExpressions[0].key",
+        "selects none of the job's pods: use tfcompile.dev/job (the job's name)"),
+    Mistake("TFJob's replica-index in matchLabelKeys", _pod_spec(
+        "topologySpreadConstraints:\n- {maxSkew: 1, topologyKey: kubernetes.io/hostname, "
+        "whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {tfcompile.dev/job: "
+        "demo}}, matchLabelKeys: [training.kubeflow.org/replica-index]}\n"),
+        "training.kubeflow.org", "spec.roles.worker.podTemplate.spec."
+        "topologySpreadConstraints[0].matchLabelKeys[0]",
+        "use apps.kubernetes.io/pod-index (a pod's index in its role, with tfcompile.dev/role)"),
+    Mistake("TFJob's replica-type as a node selector", job(
+        "podTemplate:\n  spec:\n    nodeSelector: {training.kubeflow.org/replica-type: ps}\n"),
+        "training.kubeflow.org", "spec.podTemplate.spec.nodeSelector."
+        "training.kubeflow.org/replica-type", "selects nodes by training.kubeflow.org/"
+        "replica-type, a pod label only Kubeflow's training operator puts on TFJob pods; no "
+        "node carries it, so a required selector leaves the pods Pending"),
+    Mistake("TFJob's job-role in TensorBoard's pod affinity", job(
+        "storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+        "tensorboard:\n  logDir: /mnt/shared/logs\n  podTemplate:\n    spec:\n"
+        "      affinity:\n        podAffinity:\n"
+        "          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "          - topologyKey: kubernetes.io/hostname\n"
+        "            labelSelector: {matchLabels: {training.kubeflow.org/job-role: master}}\n"),
+        "training.kubeflow.org", "spec.tensorboard.podTemplate.spec.affinity.podAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels."
+        "training.kubeflow.org/job-role", "use tfcompile.dev/role: chief"),
 ]
 
 
@@ -731,3 +787,38 @@ def test_a_service_account_key_as_a_mapping_is_found() -> None:
     data = {"spec": {"x-account": {"type": "service_account", "private_key": "k"}}}
     assert [(problem.path, "a Google Cloud service-account key" in problem.message)
             for problem in find_literal_secrets(data)] == [(("spec", "x-account"), True)]
+
+
+SELECTORS_THAT_BUILD = [
+    ("tfcompile's role label", _pod_spec(ANTI_AFFINITY.format(
+        labels="{tfcompile.dev/job: demo, tfcompile.dev/role: worker}"))),
+    ("a TFJob label the job's pods carry", job(roles=(
+        "    worker:\n      replicas: 2\n      podTemplate:\n"
+        "        metadata: {labels: {training.kubeflow.org/job-name: demo}}\n        spec:\n"
+        + textwrap.indent(ANTI_AFFINITY.format(labels="{training.kubeflow.org/job-name: demo}"),
+                          "          ")))),
+    ("the older job-name label, which a Kubernetes Job's pods carry too", _pod_spec(
+        ANTI_AFFINITY.format(labels="{job-name: dataset-download}"))),
+]
+
+
+@pytest.mark.parametrize("text", [text for _, text in SELECTORS_THAT_BUILD],
+                         ids=[name for name, _ in SELECTORS_THAT_BUILD])
+def test_selectors_that_may_select_pods_build(
+    text: str, write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Only the training operator's own labels, on pods that lack them, are refused; the older
+    unprefixed ones are left to `validate`, which warns."""
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 0, result.stderr
+
+
+def test_the_labels_named_instead_are_the_ones_pods_carry() -> None:
+    """The spec names tfcompile's pod labels without importing the compiler: the same names."""
+    from tfcompile.compiler.objects import labels
+    from tfcompile.spec import tfjob_selectors
+
+    assert (tfjob_selectors.ROLE_LABEL, tfjob_selectors.JOB_LABEL,
+            tfjob_selectors.POD_INDEX_LABEL) == (labels.ROLE_LABEL, labels.JOB_LABEL,
+                                                 labels.POD_INDEX_LABEL)
+    assert tfjob_selectors.MANAGED_BY_LABEL == "app.kubernetes.io/managed-by"

@@ -496,3 +496,53 @@ def test_other_stateful_sets_in_the_same_kustomization_are_left_alone(mnist: Pat
     )
     report = validate(user)
     assert messages(report) == []
+
+
+def test_an_older_tfjob_label_in_a_rendered_selector_is_a_warning(mnist: Path) -> None:
+    """A component spreads the workers by `replica-type`, which only TFJob's pods carried."""
+    user = user_overlay(mnist, """\
+        patches:
+        - target: {kind: StatefulSet}
+          patch: |
+            - op: add
+              path: /spec/template/spec/topologySpreadConstraints
+              value:
+              - maxSkew: 1
+                topologyKey: kubernetes.io/hostname
+                whenUnsatisfiable: ScheduleAnyway
+                labelSelector: {matchLabels: {replica-type: worker}}
+        """)
+    report = validate(user)
+    assert report.ok
+    assert report.warnings == [
+        "StatefulSet/mnist-worker: spec.template.spec.topologySpreadConstraints[0]."
+        "labelSelector.matchLabels.replica-type: selects pods by replica-type, a label "
+        "Kubeflow's training operator put on TFJob pods (a Kubernetes Job's pods carry job-name "
+        "too); tfcompile's pods do not carry it, so this selects none of the job's pods: use "
+        "tfcompile.dev/role (chief, worker, ps or evaluator; TFJob's master is chief)"]
+
+
+def test_an_operator_label_in_a_rendered_selector_is_an_error(mnist: Path) -> None:
+    user = user_overlay(mnist, """\
+        patches:
+        - target: {kind: StatefulSet}
+          patch: |
+            - op: add
+              path: /spec/template/spec/affinity
+              value:
+                podAntiAffinity:
+                  requiredDuringSchedulingIgnoredDuringExecution:
+                  - topologyKey: kubernetes.io/hostname
+                    labelSelector:
+                      matchExpressions:
+                      - {key: training.kubeflow.org/job-name, operator: In, values: [mnist]}
+        """)
+    report = validate(user)
+    assert [problem.object_reference for problem in report.problems] == [
+        "StatefulSet/mnist-worker"]
+    assert report.problems[0].message.startswith(
+        "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuring"
+        "Execution[0].labelSelector.matchExpressions[0].key: selects pods by "
+        "training.kubeflow.org/job-name, a label only Kubeflow's training operator puts on "
+        "TFJob pods; tfcompile's pods do not carry it, so this selects none of the job's pods: "
+        "use tfcompile.dev/job")

@@ -38,6 +38,7 @@ from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
 from .storage_protocols import smb_checkpoint_warnings
+from .tfjob_selectors import tfjob_selector_findings
 from .topology import topology_problems
 from .workload_rules import workload_problems
 
@@ -124,7 +125,9 @@ def validate_objects(
     try:
         found, found_notes, prerequisites, image_findings = _cluster_checks(objects, version,
                                                                             secrets)
-        warnings = [*smb_checkpoint_warnings(objects), *image_findings]
+        selector_problems, selector_warnings = tfjob_selector_findings(objects)
+        found.extend(selector_problems)
+        warnings = [*smb_checkpoint_warnings(objects), *selector_warnings, *image_findings]
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
