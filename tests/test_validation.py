@@ -498,6 +498,41 @@ def test_other_stateful_sets_in_the_same_kustomization_are_left_alone(mnist: Pat
     assert messages(report) == []
 
 
+OVERLAYS = REPOSITORY / "overlays"
+
+
+def compile_job(tmp_path: Path, spec_lines: str, roles: str = "worker: {replicas: 2}") -> Path:
+    """Compile a job `demo` with `spec_lines` (the shipped components available) into
+    tmp_path/output/demo."""
+    path = tmp_path / "jobs" / "job.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(job_text(spec_lines=spec_lines, roles=roles))
+    status = main(["build", str(path), "-o", str(tmp_path / "output"), "--overlays",
+                   str(OVERLAYS)])
+    assert status == 0
+    return tmp_path / "output" / "demo"
+
+
+PARAMETER_SERVERS = "strategy: ParameterServer\n"
+
+
+def test_gpus_on_a_parameter_server_are_a_warning(tmp_path: Path) -> None:
+    report = validate(compile_job(tmp_path, PARAMETER_SERVERS,
+                                  "worker: {replicas: 2, gpus: 1}\nps: {replicas: 1, gpus: 2}"))
+    assert report.ok
+    assert report.warnings == [
+        "StatefulSet/demo-ps: container tensorflow asks for 2 nvidia.com/gpu "
+        "(spec.roles.ps.gpus in the job's spec): parameter servers hold and update the "
+        "variables and compute nothing, so the GPU stays idle and keeps the pod waiting for a "
+        "GPU node; remove gpus from roles.ps and give them to the workers (or the chief)"]
+
+
+def test_gpus_on_workers_only_are_no_warning(tmp_path: Path) -> None:
+    report = validate(compile_job(tmp_path, PARAMETER_SERVERS,
+                                  "worker: {replicas: 2, gpus: 1}\nps: {replicas: 1}"))
+    assert report.warnings == []
+
+
 def test_an_older_tfjob_label_in_a_rendered_selector_is_a_warning(mnist: Path) -> None:
     """A component spreads the workers by `replica-type`, which only TFJob's pods carried."""
     user = user_overlay(mnist, """\

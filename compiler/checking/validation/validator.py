@@ -33,6 +33,7 @@ from .exposure import exposure_problems
 from .images import image_warnings
 from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
+from .parameter_server_gpus import parameter_server_gpu_warnings
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
@@ -127,7 +128,8 @@ def validate_objects(
                                                                             secrets)
         selector_problems, selector_warnings = tfjob_selector_findings(objects)
         found.extend(selector_problems)
-        warnings = [*smb_checkpoint_warnings(objects), *selector_warnings, *image_findings]
+        warnings = [*smb_checkpoint_warnings(objects), *parameter_server_gpu_warnings(objects),
+                    *selector_warnings, *image_findings]
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
