@@ -77,3 +77,14 @@ def test_jobs_without_overlays_render_unchanged() -> None:
     assert worker["spec"] == compiled("mnist", "StatefulSet", "mnist-worker")["spec"]
     claim = rendered["PersistentVolumeClaim/mnist-shared"]
     assert "storageClassName" not in claim["spec"]
+
+
+def test_validate_knows_the_azure_components_class() -> None:
+    """`validate` judges the azure component's class by name (the class is applied once per
+    cluster, never rendered with a job): the name and SKU it assumes are the file's."""
+    from tfcompile.compiler.checking.validation.storage_classes import AZURE_COMPONENT_CLASS
+
+    storage_class = YAML(typ="safe").load(
+        (OUTPUT.parent / "overlays" / "azure" / "storage-class.yaml").read_text())
+    assert storage_class["metadata"]["name"] == AZURE_COMPONENT_CLASS
+    assert storage_class["parameters"] == {"protocol": "nfs", "skuName": "Premium_LRS"}

@@ -272,6 +272,9 @@ def test_unknown_kinds_are_noted_not_failed(mnist: Path) -> None:
         "Widget/thing: example.com/v1 Widget is not a built-in Kubernetes 1.33 kind; "
         "its fields were not checked",
         'Pod Security "restricted" is met by the pods of StatefulSet/mnist-worker',
+        "PersistentVolumeClaim/mnist-shared names no storage class: the cluster's default "
+        "StorageClass provisions it (kubectl get storageclass shows which is the default), and "
+        "it must make ReadWriteMany volumes",
     ]
 
 
@@ -531,6 +534,76 @@ def test_gpus_on_workers_only_are_no_warning(tmp_path: Path) -> None:
     report = validate(compile_job(tmp_path, PARAMETER_SERVERS,
                                   "worker: {replicas: 2, gpus: 1}\nps: {replicas: 1}"))
     assert report.warnings == []
+
+
+def shared(size: str, overlays: str = "") -> str:
+    return (f"storage:\n  shared: {{mountPath: /mnt/shared, size: {size}}}\n"
+            + (f"overlays: [{overlays}]\n" if overlays else ""))
+
+
+def test_an_azure_nfs_share_under_its_minimum_is_a_warning(tmp_path: Path) -> None:
+    """Azure Files NFS shares are premium: the CSI driver makes a smaller claim a 100 GiB
+    share (billed as such), so the claim works and `validate` warns with the minimum."""
+    report = validate(compile_job(tmp_path, shared("10Gi", "azure")))
+    assert report.ok
+    assert report.warnings == [
+        "PersistentVolumeClaim/demo-shared: asks for 10Gi of StorageClass "
+        "tfcompile-azurefile-nfs, an Azure Files premium share, which holds 100Gi at least: the "
+        "Azure Files CSI driver makes the share 100Gi, billed as such; ask for 100Gi or more "
+        "(storage.shared.size in the job's spec)"]
+
+
+@pytest.mark.parametrize(("size", "overlays"), [
+    ("100Gi", "azure"), ("120Gi", "azure"), ("10Gi", "azure-smb"), ("10Gi", "")])
+def test_a_share_at_its_minimum_or_of_a_standard_class_is_no_warning(
+    tmp_path: Path, size: str, overlays: str,
+) -> None:
+    report = validate(compile_job(tmp_path, shared(size, overlays)))
+    assert not [warning for warning in report.warnings if "premium" in warning]
+
+
+def test_a_rendered_premium_v2_class_has_its_own_minimum(tmp_path: Path) -> None:
+    job = compile_job(tmp_path, shared("8Gi"))
+    user = user_overlay(job, """\
+        patches:
+        - target: {kind: PersistentVolumeClaim}
+          patch: |
+            - {op: add, path: /spec/storageClassName, value: files-v2}
+        """)
+    kustomization = user / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "resources: [../output/demo]", "resources: [../output/demo, class.yaml]"))
+    (user / "class.yaml").write_text(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: files-v2}\n"
+        "provisioner: file.csi.azure.com\nparameters: {skuName: PremiumV2_LRS, protocol: nfs}\n")
+    report = validate(user)
+    assert [warning.split(": ")[1] for warning in report.warnings] == [
+        "asks for 8Gi of StorageClass files-v2, an Azure Files premium share, which holds 32Gi "
+        "at least"]
+    assert ("PersistentVolumeClaim/demo-shared needs StorageClass files-v2, which the output "
+            "creates") in report.notes
+
+
+@pytest.mark.parametrize(("lines", "note"), [
+    (shared("100Gi", "azure"), "PersistentVolumeClaim/demo-shared needs StorageClass "
+     "tfcompile-azurefile-nfs, which must exist in the cluster: "
+     "overlays/azure/storage-class.yaml defines it (apply it once per cluster)"),
+    (shared("5Gi", "azure-smb"), "PersistentVolumeClaim/demo-shared needs StorageClass "
+     "azurefile-csi, one of AKS's built-in classes (on another cluster it must be created)"),
+    ("storage:\n  shared: {mountPath: /mnt/shared, size: 5Gi, storageClassName: fast-rwx}\n",
+     "PersistentVolumeClaim/demo-shared needs StorageClass fast-rwx, which must exist in the "
+     "cluster (kubectl get storageclass)"),
+    (shared("5Gi"), "PersistentVolumeClaim/demo-shared names no storage class: the cluster's "
+     "default StorageClass provisions it (kubectl get storageclass shows which is the "
+     "default), and it must make ReadWriteMany volumes"),
+], ids=["azure component", "azure-smb component", "named class", "default class"])
+def test_validate_notes_the_storage_class_each_claim_needs(
+    tmp_path: Path, lines: str, note: str,
+) -> None:
+    """Judged after the components, which choose the class."""
+    report = validate(compile_job(tmp_path, lines))
+    assert [line for line in report.notes if "StorageClass" in line] == [note]
+    assert f"  note: {note}" in report.to_text()
 
 
 def test_an_older_tfjob_label_in_a_rendered_selector_is_a_warning(mnist: Path) -> None:

@@ -38,6 +38,7 @@ from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
+from .storage_classes import azure_share_size_warnings, storage_class_notes
 from .storage_protocols import smb_checkpoint_warnings
 from .tfjob_selectors import tfjob_selector_findings
 from .topology import topology_problems
@@ -128,8 +129,10 @@ def validate_objects(
                                                                             secrets)
         selector_problems, selector_warnings = tfjob_selector_findings(objects)
         found.extend(selector_problems)
-        warnings = [*smb_checkpoint_warnings(objects), *parameter_server_gpu_warnings(objects),
-                    *selector_warnings, *image_findings]
+        warnings = [*smb_checkpoint_warnings(objects), *azure_share_size_warnings(objects),
+                    *parameter_server_gpu_warnings(objects), *selector_warnings,
+                    *image_findings]
+        found_notes.extend(storage_class_notes(objects))
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
