@@ -116,6 +116,13 @@ AWS_SECRET_ACCESS_KEY = "an AWS secret access key"
 GOOGLE_SERVICE_ACCOUNT = "a Google Cloud service-account key"
 _PRIVATE_KEY_FIELD = re.compile(r"\"private_key\"\s*+:")
 
+
+def _holds_private_key(text: str, _match: re.Match[str]) -> bool:
+    """A service account's JSON is a key only with its `private_key` (the account's e-mail
+    and project alone are no credential)."""
+    return _PRIVATE_KEY_FIELD.search(text) is not None
+
+
 VALUE_DETECTORS = (
     ValueDetector(AWS_ACCESS_KEY_ID, re.compile(
         r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
@@ -133,7 +140,7 @@ VALUE_DETECTORS = (
     ValueDetector("an API secret key (sk-…)", re.compile(
         r"(?<![A-Za-z0-9_-])(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}|[sr]k_live_[A-Za-z0-9]{16,})")),
     ValueDetector(GOOGLE_SERVICE_ACCOUNT, re.compile(r"\"type\"\s*+:\s*+\"service_account\""),
-                  lambda text, _match: _PRIVATE_KEY_FIELD.search(text) is not None),
+                  _holds_private_key),
     ValueDetector("a private key", re.compile(
         r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
     ValueDetector("a JSON Web Token", re.compile(
@@ -166,7 +173,6 @@ _HEXADECIMAL = re.compile(r"[0-9a-f]{40}|[0-9A-F]{40}")
 RANDOM_BITS_PER_CHARACTER = 4.5
 """Shannon entropy a lone 40-character value needs to be taken for an AWS secret access key
 (detect-secrets' default for base64 strings)."""
-
 
 PATH_SEPARATORS = 3
 """A lone 40-character value with this many `/` (four parts or more), one that starts with `/`,
@@ -202,12 +208,12 @@ def aws_secret_candidates(text: str) -> Iterator[AwsSecretCandidate]:
                 and any(character.islower() for character in value)
                 and any(character.isdigit() for character in value)):
             continue
-        words = (value.startswith("/") or value.count("/") >= PATH_SEPARATORS
-                 or text[match.start() - 1:match.start()] == "."
-                 or _WORD.search(value) is not None)
+        path_or_words = (value.startswith("/") or value.count("/") >= PATH_SEPARATORS
+                         or text[match.start() - 1:match.start()] == "."
+                         or _WORD.search(value) is not None)
         yield AwsSecretCandidate(
             start=match.start(),
-            random_alone=not words
+            random_alone=not path_or_words
             and shannon_entropy(value) >= RANDOM_BITS_PER_CHARACTER)
 
 
