@@ -6,8 +6,8 @@ copied into plain data with a map from field path to position (`plain_data.py`),
 pydantic's errors and the rules' problems can all be reported as `file:line:col: field:
 message`. Every input is treated as hostile: the file is size-checked before it is read, its
 YAML tokens are checked before a document is built (`yaml_limits.py`; an explicit tag is
-refused there, at its field: `yaml_tags.py`), literal credentials are
-looked for in every value (`secrets.py`), and the script is confined to the job's repository
+refused there, at its field: `yaml_tags.py`), literal credentials are looked for in every value
+and in the script's files (`secrets.py`), and the script is confined to the job's repository
 (`scripts.py`).
 """
 
@@ -45,7 +45,7 @@ from .problems import (
 )
 from .rules import check_rules
 from .scripts import Script, directory_command_problem, read_script
-from .secrets import find_literal_secrets
+from .secrets import find_literal_secrets, find_script_credentials
 from .sweep import Trial, trial_count
 from .yaml_documents import documents
 from .yaml_limits import (
@@ -231,6 +231,7 @@ def _load_document(document: Any, path: Path, shown: str, digest: str) -> Loaded
         script, script_problems = read_script(job.spec.script, path, shown)
         problems.extend(script_problems)
         if script is not None:
+            problems.extend(find_script_credentials(script, ("spec", "script")))
             command_problem = directory_command_problem(
                 script, job.spec.command is not None,
                 [name.value for name, role in job.spec.roles.defined() if role.command is None])

@@ -22,6 +22,7 @@ from .pod_template import (
     schema_problems,
 )
 from .problems import FieldPath, Problem
+from .tfjob_selectors import tfjob_selectors
 from .volume_references import volume_name_problems
 
 SHIPPED_WITHOUT_INTERNAL = {"gpu"}
@@ -45,23 +46,24 @@ def check_kubernetes_fields(
         (("spec", "podTemplate"), spec.pod_template)]
     templates.extend((("spec", "roles", name.value, "podTemplate"), role.pod_template)
                      for name, role in spec.roles.defined())
+    if spec.tensorboard is not None:
+        templates.append((("spec", "tensorboard", "podTemplate"), spec.tensorboard.pod_template))
+    carried = _pod_labels(job, [fragment for _, fragment in templates])
     for path, fragment in templates:
         if fragment is None:
             continue
         found = list(schema_problems(path, fragment))
         yield from found
-        if not found:
+        if found:
+            continue
+        if path[1] == "tensorboard":
+            yield from owned_field_problems(path, fragment, (), TENSORBOARD_VOLUMES,
+                                            TENSORBOARD_CONTAINER)
+        else:
             yield from owned_field_problems(path, fragment, reserved_environment,
                                             RESERVED_VOLUMES)
-            yield from _volume_reference_problems(path, fragment)
-    if spec.tensorboard is not None and spec.tensorboard.pod_template is not None:
-        path = ("spec", "tensorboard", "podTemplate")
-        found = list(schema_problems(path, spec.tensorboard.pod_template))
-        yield from found
-        if not found:
-            yield from owned_field_problems(path, spec.tensorboard.pod_template, (),
-                                            TENSORBOARD_VOLUMES, TENSORBOARD_CONTAINER)
-            yield from _volume_reference_problems(path, spec.tensorboard.pod_template)
+        yield from _volume_reference_problems(path, fragment)
+        yield from _tfjob_selector_problems(path, fragment, carried)
     yield from _check_root(job)
     yield from _check_scheduling(spec)
     yield from _check_network_policy(spec)
@@ -76,6 +78,27 @@ def _volume_reference_problems(path: FieldPath,
     for index, volume in mappings(spec.get("volumes")):
         for problem in volume_name_problems(volume):
             yield Problem((*path, "spec", "volumes", index, *problem.path), problem.message)
+
+
+def _pod_labels(job: TrainingJob, fragments: list[dict[str, Any] | None]) -> frozenset[str]:
+    """Every label key a pod of the job may carry from the spec: the job's labels and those
+    its pod templates add."""
+    keys = set(job.metadata.labels)
+    for fragment in fragments:
+        keys.update(str(key) for key in mapping(mapping(mapping(fragment).get("metadata")).get(
+            "labels")))
+    return frozenset(keys)
+
+
+def _tfjob_selector_problems(path: FieldPath, fragment: dict[str, Any],
+                             carried: frozenset[str]) -> Iterator[Problem]:
+    """Selectors on the labels only Kubeflow's training operator sets (`tfjob_selectors`):
+    they select none of the job's pods and no node. The older, unprefixed labels may mean other
+    pods, so `validate` warns of those instead."""
+    for selector in tfjob_selectors(mapping(fragment).get("spec"), carried):
+        if selector.certain:
+            yield Problem((*path, "spec", *selector.path), selector.message(),
+                          key=selector.on_key)
 
 
 def _contexts(path: FieldPath, fragment: dict[str, Any] | None) -> Iterator[

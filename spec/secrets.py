@@ -4,11 +4,12 @@ A job spec lives in git, its compiled output in the cluster and in CI logs, so a
 written into it is leaked the moment it is pushed. Two detectors run over every string of the
 loaded document (keys included), whatever field it is in:
 
-- values shaped like well-known credentials (`VALUE_DETECTORS`): cloud access keys, GitHub,
+- values shaped like well-known credentials (`credential_shapes`): cloud keys (AWS access key ids
+  and secret access keys, Azure storage account keys, Google Cloud service-account keys), GitHub,
   GitLab, Slack, Hugging Face and other tokens, private-key blocks, JSON Web Tokens, passwords in
-  URLs and in image references;
-- names that mean a secret (`is_secret_name`: PASSWORD, PASSPHRASE, SECRET, TOKEN, API_KEY, …
-  as whole words) given a literal value: an `env` entry, a label or annotation, a
+  URLs and in image references, under any name;
+- names that mean a secret (`is_secret_name`: PASSWORD, PASSPHRASE, SECRET, TOKEN, API_KEY,
+  STORAGE_KEY, … as whole words) given a literal value: an `env` entry, a label or annotation, a
   `--flag=value`, `--flag value` or `NAME=value` in `args`, `command` or any other string.
 
 A name can only *look* secret (a tokenizer's `PAD_TOKEN`): `spec.notSecret` lists such names, one
@@ -21,10 +22,20 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from .credential_shapes import (
+    AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY,
+    GOOGLE_SERVICE_ACCOUNT,
+    IMAGE_CREDENTIALS,
+    VALUE_DETECTORS,
+    aws_secret_candidates,
+    credentials_in_text,
+    is_literal,
+)
 from .problems import FieldPath, Problem, escape_text
+from .scripts import Script
 
 SECRET_WORDS = frozenset({
     "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "SECRET", "SECRETS", "TOKEN", "APIKEY",
@@ -39,9 +50,10 @@ COMPOUND_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "SECRET", "TOKEN", "APIK
 
 KEY_QUALIFIERS = frozenset({
     "API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION", "CLIENT", "MASTER", "ACCOUNT",
-    "LICENSE", "SERVICE", "SESSION", "AUTH",
+    "LICENSE", "SERVICE", "SESSION", "AUTH", "STORAGE",
 })
-"""`<word>_KEY` is a secret for these words (API_KEY, ACCESS_KEY, …); KEY alone is not."""
+"""`<word>_KEY` is a secret for these words (API_KEY, ACCESS_KEY, AZURE_STORAGE_KEY: the Azure
+CLI's own variable for a storage account key, …); KEY alone is not."""
 
 NOT_THE_SECRET = frozenset({
     "FILE", "FILES", "PATH", "DIR", "DIRECTORY", "FILENAME", "NAME", "REF", "ID", "URL", "URI",
@@ -50,12 +62,6 @@ NOT_THE_SECRET = frozenset({
 })
 """A secret word followed last by one of these names something about a secret, not the secret
 itself: `PASSWORD_FILE`, `TOKEN_URL`, `SECRET_NAME`, `TOKEN_LIMIT`."""
-
-BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "0", "1"})
-"""A flag such as `--use-token true` switches something on; it carries no secret."""
-
-_REFERENCE = re.compile(r"\$\([A-Za-z_][A-Za-z0-9_.-]*\)|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
-"""A value taken from elsewhere at run time: Kubernetes `$(VAR)` expansion, a shell `$VAR`."""
 
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
@@ -89,65 +95,6 @@ def is_secret_name(name: str) -> bool:
                for first, second in itertools.pairwise(words))
 
 
-def is_literal(value: str) -> bool:
-    """Whether a value is written here (not empty, not a `$(VAR)` reference, not a switch)."""
-    stripped = value.strip().strip("\"'")
-    return bool(stripped) and not _REFERENCE.fullmatch(stripped) and (
-        stripped.lower() not in BOOLEAN_WORDS
-    )
-
-
-@dataclass(frozen=True)
-class ValueDetector:
-    """A credential recognised by its shape."""
-
-    what: str
-    pattern: re.Pattern[str]
-
-    def found(self, text: str) -> bool:
-        return any(is_literal(match.group(match.lastindex or 0))
-                   for match in self.pattern.finditer(text))
-
-
-VALUE_DETECTORS = (
-    ValueDetector("an AWS access key id", re.compile(
-        r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
-    ValueDetector("a GitHub token", re.compile(
-        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,251}|github_pat_[A-Za-z0-9_]{22,255})")),
-    ValueDetector("a GitLab token", re.compile(
-        r"(?<![A-Za-z0-9_-])gl(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent|ffct)-"
-        r"[A-Za-z0-9_-]{20,}")),
-    ValueDetector("a Slack token or webhook", re.compile(
-        r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}"
-        r"|hooks\.slack\.com/services/T[A-Za-z0-9]+/B[A-Za-z0-9]+/[A-Za-z0-9]+")),
-    ValueDetector("a Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}")),
-    ValueDetector("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}")),
-    ValueDetector("an API secret key (sk-…)", re.compile(
-        r"(?<![A-Za-z0-9_-])(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{32,}|[sr]k_live_[A-Za-z0-9]{16,})")),
-    ValueDetector("a private key", re.compile(
-        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
-    ValueDetector("a JSON Web Token", re.compile(
-        r"(?<![A-Za-z0-9_-])(?=[A-Za-z0-9_-]*+\.eyJ)(?>[A-Za-z0-9_-]*?eyJ[A-Za-z0-9_-]{8,}+\.)"
-        r"eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}")),
-    ValueDetector("an Azure storage key or signature", re.compile(
-        r"AccountKey=([A-Za-z0-9+/=]{20,})|[?&]sig=([A-Za-z0-9%+/=]{20,})")),
-    ValueDetector("a password in a URL (scheme://user:password@host)", re.compile(
-        r"(?<![A-Za-z0-9+.-])[0-9+.-]*+[A-Za-z][A-Za-z0-9+.-]*+://[^\s/?#@:]*+:([^\s/?#@]++)@")),
-)
-
-"""Every pattern takes time linear in the text, since a job file may hold one string of 256 KiB:
-where a pattern could begin at any character of a run of its own characters (a URL's scheme, a
-token's first part), a lookbehind lets it begin only where the run does, and what a later part
-of the pattern could never give back is taken possessively (`*+`) or atomically (`(?>…)`), so no
-run is read again from each of its characters. The JSON Web Token and URL patterns find exactly
-the texts `eyJ…{8,}.eyJ…{8,}.…{8,}` and `scheme://user:password@` that simpler, quadratic forms
-would."""
-
-IMAGE_CREDENTIALS = ValueDetector("a password in an image reference (user:password@registry)",
-                                  re.compile(r"^[^/@\s:]+:([^/@\s]+)@(?!sha[0-9]+:)"))
-"""An image reference holds no credentials: `user:password@registry/image` is refused, while
-`name:tag@sha256:…` (a digest) is an ordinary reference."""
-
 _ASSIGNMENT = re.compile(
     r"(?:^|(?<=[\s;&,?\"'(]))(-{0,2}[A-Za-z_][A-Za-z0-9_.-]*)="
     r"(\$\([A-Za-z_][A-Za-z0-9_.-]*\)|\"[^\"]*\"|'[^']*'|[^\s;&,\"']*)")
@@ -158,11 +105,27 @@ NAMED_MAPPINGS = {"env": "variable", "labels": "label", "annotations": "annotati
 """Mappings whose keys name their values: a secret name there must not hold a literal."""
 
 
+def shape_problem(path: FieldPath, what: str, *, key: bool = False) -> Problem:
+    """A value (or key) at `path` shaped like the credential `what`: never the value itself."""
+    return Problem(
+        path,
+        f"{'the key ' if key else ''}holds what looks like {what}; credentials never belong in "
+        "a spec (it is in git, in the cluster and in CI logs): keep it in a Secret and use "
+        "secretKeyRef or envFrom",
+        key=key,
+        hidden_key=key,
+    )
+
+
 class _Finder:
     def __init__(self, not_secret: frozenset[str]) -> None:
         self.not_secret = not_secret
         self.exempted: set[str] = set()
         self.problems: list[Problem] = []
+        self.aws_key_id_seen = False
+        self.aws_secrets_if_paired: list[FieldPath] = []
+        """Values shaped like an AWS secret access key that are taken only when the document
+        holds an AWS access key id too (`credential_shapes`)."""
 
     def secret_name(self, name: str) -> bool:
         if not is_secret_name(name):
@@ -174,6 +137,8 @@ class _Finder:
 
     def walk(self, value: Any, path: FieldPath) -> None:
         if isinstance(value, dict):
+            if value.get("type") == "service_account" and "private_key" in value:
+                self.problems.append(shape_problem(path, GOOGLE_SERVICE_ACCOUNT))
             named = NAMED_MAPPINGS.get(str(path[-1])) if path else None
             for key, item in value.items():
                 child = (*path, str(key))
@@ -200,16 +165,29 @@ class _Finder:
             detectors.append(IMAGE_CREDENTIALS)
         for detector in detectors:
             if detector.found(text):
-                self.problems.append(Problem(
-                    path,
-                    f"{'the key ' if key else ''}holds what looks like {detector.what}; "
-                    "credentials never belong in a spec (it is in git, in the cluster and in CI "
-                    "logs): keep it in a Secret and use secretKeyRef or envFrom",
-                    key=key,
-                    hidden_key=key,
-                ))
+                self.aws_key_id_seen |= detector.what == AWS_ACCESS_KEY_ID
+                self.problems.append(shape_problem(path, detector.what, key=key))
                 return True
+        if key:
+            return False
+        candidates = list(aws_secret_candidates(text))
+        if any(candidate.random_alone for candidate in candidates):
+            self.problems.append(shape_problem(path, AWS_SECRET_ACCESS_KEY))
+            return True
+        if candidates:
+            self.aws_secrets_if_paired.append(path)
         return False
+
+    def paired_aws_secrets(self) -> None:
+        """The values shaped like an AWS secret access key, in a document that also holds an
+        AWS access key id: together they are a key pair, however plain the secret looks."""
+        if not self.aws_key_id_seen:
+            return
+        reported = {problem.path for problem in self.problems}
+        self.problems.extend(
+            shape_problem(path, f"{AWS_SECRET_ACCESS_KEY} (the job also holds an AWS access "
+                          "key id)")
+            for path in self.aws_secrets_if_paired if path not in reported)
 
     def named_entry(self, name: str, item: Any, path: FieldPath, kind: str) -> None:
         literal = item if isinstance(item, str) else (
@@ -265,6 +243,7 @@ def find_literal_secrets(data: Any) -> Iterator[Problem]:
     listed = _not_secret_names(data)
     finder = _Finder(frozenset(normalized_name(name) for _, name in listed))
     finder.walk(data, ())
+    finder.paired_aws_secrets()
     yield from finder.problems
     for index, name in listed:
         where = ("spec", "notSecret", index)
@@ -274,3 +253,19 @@ def find_literal_secrets(data: Any) -> Iterator[Problem]:
         elif normalized_name(name) not in finder.exempted:
             yield Problem(where, "no name with a literal value in this job matches it; remove "
                           "it (names match by their words: DB_TOKEN = db-token = dbToken)")
+
+
+def find_script_credentials(script: Script, where: FieldPath) -> Iterator[Problem]:
+    """Credentials, by shape, in the files of a job's script, which tfcompile copies into a
+    ConfigMap (readable by whoever may read the job's ConfigMaps) and into the output in git:
+    one problem per file and kind, at the `script:` field, naming the file and line only."""
+    for item in script.files:
+        for what, start in credentials_in_text(item.text):
+            line = item.text.count("\n", 0, start) + 1
+            yield Problem(
+                where,
+                f"file {escape_text(item.path)}, line {line}, holds what looks like {what}; "
+                "the script is shipped in a ConfigMap and into the output in git: keep the "
+                "credential in a Secret and read it in the script from an env variable "
+                "(secretKeyRef or envFrom) or a mounted Secret",
+            )

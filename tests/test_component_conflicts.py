@@ -118,6 +118,9 @@ def test_a_component_replacing_tolerations_blames_each_entry_on_its_source(
         "StatefulSet/fight-worker: component ../../overlays/spot dropped the toleration key "
         "nvidia.com/gpu, operator Exists, effect NoSchedule that component ../../overlays/gpu "
         f"added: {LIST_ADVICE}",
+        "StatefulSet/fight-worker: component ../../overlays/spot dropped the toleration key "
+        "sku, value gpu, operator Equal, effect NoSchedule that component ../../overlays/gpu "
+        f"added: {LIST_ADVICE}",
     ]
 
 
@@ -127,9 +130,12 @@ def test_a_component_replacing_what_only_an_earlier_component_added_is_found(
     """Nothing of the compiled output is lost: the job has no toleration of its own."""
     result = build_and_validate(tmp_path, run_cli, "gpu, spot", {"spot": SPOT}, extra="")
     assert result.status == 1
-    assert errors(result) == [
+    assert sorted(errors(result)) == [
         "StatefulSet/fight-worker: component ../../overlays/spot dropped the toleration key "
         "nvidia.com/gpu, operator Exists, effect NoSchedule that component ../../overlays/gpu "
+        f"added: {LIST_ADVICE}",
+        "StatefulSet/fight-worker: component ../../overlays/spot dropped the toleration key "
+        "sku, value gpu, operator Equal, effect NoSchedule that component ../../overlays/gpu "
         f"added: {LIST_ADVICE}",
     ]
 
@@ -197,24 +203,26 @@ def test_a_component_changing_a_variable_of_the_job_is_named_without_values(
 def test_two_components_setting_one_node_selector_key_are_named(
     tmp_path: Path, run_cli: Callable[..., Result],
 ) -> None:
-    """The gpu component adds `nvidia.com/gpu.present: "true"`; a later one says "false"."""
-    cpu_pool = component(pod_spec_patch('nodeSelector: {nvidia.com/gpu.present: "false"}\n'))
-    result = build_and_validate(tmp_path, run_cli, "gpu, cpu-pool", {"cpu-pool": cpu_pool})
+    """One component selects the GPU pool by `agentpool: gpu`; a later one says `cpu`."""
+    gpu_pool = component(pod_spec_patch("nodeSelector: {agentpool: gpu}\n"))
+    cpu_pool = component(pod_spec_patch("nodeSelector: {agentpool: cpu}\n"))
+    result = build_and_validate(tmp_path, run_cli, "gpu, gpu-pool, cpu-pool",
+                                {"gpu-pool": gpu_pool, "cpu-pool": cpu_pool})
     assert result.status == 1
     assert errors(result) == [
         "StatefulSet/fight-worker: component ../../overlays/cpu-pool changed the node selector "
-        'nvidia.com/gpu.present from "true", which component ../../overlays/gpu set, to '
-        '"false": only the last value is kept; make them agree, or leave the setting to one '
-        "of them",
+        'agentpool from "gpu", which component ../../overlays/gpu-pool set, to "cpu": only the '
+        "last value is kept; make them agree, or leave the setting to one of them",
     ]
 
 
 def test_components_agreeing_on_a_node_selector_pass(
     tmp_path: Path, run_cli: Callable[..., Result],
 ) -> None:
-    same = component(pod_spec_patch('nodeSelector: {nvidia.com/gpu.present: "true", '
-                                    'pool: training}\n'))
-    result = build_and_validate(tmp_path, run_cli, "gpu, same", {"same": same})
+    gpu_pool = component(pod_spec_patch("nodeSelector: {agentpool: gpu}\n"))
+    same = component(pod_spec_patch("nodeSelector: {agentpool: gpu, pool: training}\n"))
+    result = build_and_validate(tmp_path, run_cli, "gpu, gpu-pool, same",
+                                {"gpu-pool": gpu_pool, "same": same})
     assert result.status == 0, result.stdout
 
 

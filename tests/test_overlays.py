@@ -31,8 +31,11 @@ def test_gpu_component_touches_only_gpu_roles() -> None:
     rendered = objects("parameter-server")
     worker = pod_spec(rendered["StatefulSet/parameter-server-worker"])
     assert worker["tolerations"] == [
+        {"key": "sku", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert worker["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # No node selector: the GPU limit alone keeps the pods on nodes that advertise GPUs (AKS GPU
+    # pools carry no `nvidia.com/gpu.present` label without NVIDIA's feature discovery).
+    assert "nodeSelector" not in worker and "affinity" not in worker
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in worker["volumes"]
     mounts = worker["containers"][0]["volumeMounts"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in mounts
@@ -74,3 +77,14 @@ def test_jobs_without_overlays_render_unchanged() -> None:
     assert worker["spec"] == compiled("mnist", "StatefulSet", "mnist-worker")["spec"]
     claim = rendered["PersistentVolumeClaim/mnist-shared"]
     assert "storageClassName" not in claim["spec"]
+
+
+def test_validate_knows_the_azure_components_class() -> None:
+    """`validate` judges the azure component's class by name (the class is applied once per
+    cluster, never rendered with a job): the name and SKU it assumes are the file's."""
+    from tfcompile.compiler.checking.validation.storage_classes import AZURE_COMPONENT_CLASS
+
+    storage_class = YAML(typ="safe").load(
+        (OUTPUT.parent / "overlays" / "azure" / "storage-class.yaml").read_text())
+    assert storage_class["metadata"]["name"] == AZURE_COMPONENT_CLASS
+    assert storage_class["parameters"] == {"protocol": "nfs", "skuName": "Premium_LRS"}

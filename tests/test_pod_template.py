@@ -451,9 +451,9 @@ def test_the_gpu_component_appends_to_the_jobs_tolerations(
     assert spec["tolerations"] == [
         {"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ml"},
         {"key": "spot", "operator": "Exists"},
+        {"effect": "NoSchedule", "key": "sku", "operator": "Equal", "value": "gpu"},
         {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
-    assert spec["nodeSelector"] == {"pool": "training", "gpu": "a100",
-                                    "nvidia.com/gpu.present": "true"}
+    assert spec["nodeSelector"] == {"pool": "training", "gpu": "a100"}
     tensorflow = spec["containers"][0]
     assert tensorflow["name"] == "tensorflow"
     mounts = {m["mountPath"] for m in tensorflow["volumeMounts"]}

@@ -63,7 +63,7 @@ def test_each_ported_job_validates(name: str, tmp_path: Path,
 def test_the_settings_reach_the_pods(rendered: dict[str, dict[str, Any]]) -> None:
     helm_ps, helm_worker = (pod_spec(rendered, f"helm-tf1-{role}") for role in ("ps", "worker"))
     assert helm_ps["nodeSelector"] == {"node-pool": "cpu"}
-    assert helm_worker["nodeSelector"] == {"node-pool": "gpu", "nvidia.com/gpu.present": "true"}
+    assert helm_worker["nodeSelector"] == {"node-pool": "gpu"}
 
     private = pod_spec(rendered, "private-registry-worker")
     assert private["serviceAccountName"] == "resnet-trainer"
@@ -83,7 +83,7 @@ def test_the_settings_reach_the_pods(rendered: dict[str, dict[str, Any]]) -> Non
 
     spread = pod_spec(rendered, "spread-spot-worker")
     assert [t["key"] for t in spread["tolerations"]] == [
-        "kubernetes.azure.com/scalesetpriority", "dedicated", "nvidia.com/gpu"]
+        "kubernetes.azure.com/scalesetpriority", "dedicated", "sku", "nvidia.com/gpu"]
     assert "podAntiAffinity" in spread["affinity"]
 
     labels = {role: rendered[f"StatefulSet/credentials-volume-{role}"]["spec"]["template"][

@@ -3,6 +3,7 @@ nothing written, no traceback, and never a secret value echoed back."""
 
 from __future__ import annotations
 
+import base64
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,23 @@ from tests.conftest import TWO_WORKERS, Result, job_text
 
 def job(spec_extra: str = "", roles: str = TWO_WORKERS) -> str:
     return job_text(spec_lines=spec_extra, roles=roles)
+
+
+def _pod_spec(lines: str) -> str:
+    """The job with `lines` in the worker role's pod template spec."""
+    return job(roles="    worker:\n      replicas: 2\n      podTemplate:\n        spec:\n"
+               + textwrap.indent(lines, "          "))
+
+
+ANTI_AFFINITY = """\
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector: {{matchLabels: {labels}}}
+"""
 
 
 @dataclass(frozen=True)
@@ -158,6 +176,45 @@ MISTAKES = [
             "9000h is 32400000 s; give at least 1s and at most 8784h"),
     Mistake("unknown onFailure", job("onFailure: delete\n"), "delete", "spec.onFailure",
             "'idle' or 'release'"),
+    # Selectors written against a Kubeflow TFJob's pod labels, which tfcompile's pods lack.
+    Mistake("TFJob's replica-type in a pod anti-affinity", _pod_spec(ANTI_AFFINITY.format(
+        labels="{training.kubeflow.org/replica-type: worker}")), "training.kubeflow.org",
+        "spec.roles.worker.podTemplate.spec.affinity.podAntiAffinity."
+        "preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector."
+        "matchLabels.training.kubeflow.org/replica-type",
+        "selects pods by training.kubeflow.org/replica-type, a label only Kubeflow's training "
+        "operator puts on TFJob pods; tfcompile's pods do not carry it, so this selects none "
+        "of the job's pods: use tfcompile.dev/role (chief, worker, ps or evaluator"),
+    Mistake("TFJob's job-name in a topology spread constraint", _pod_spec(
+        "topologySpreadConstraints:\n- {maxSkew: 1, topologyKey: kubernetes.io/hostname, "
+        "whenUnsatisfiable: DoNotSchedule, labelSelector: {matchExpressions: [{key: "
+        "training.kubeflow.org/job-name, operator: In, values: [demo]}]}}\n"),
+        "training.kubeflow.org", "spec.roles.worker.podTemplate.spec."
+        "topologySpreadConstraints[0].labelSelector.matchExpressions[0].key",
+        "selects none of the job's pods: use tfcompile.dev/job (the job's name)"),
+    Mistake("TFJob's replica-index in matchLabelKeys", _pod_spec(
+        "topologySpreadConstraints:\n- {maxSkew: 1, topologyKey: kubernetes.io/hostname, "
+        "whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {tfcompile.dev/job: "
+        "demo}}, matchLabelKeys: [training.kubeflow.org/replica-index]}\n"),
+        "training.kubeflow.org", "spec.roles.worker.podTemplate.spec."
+        "topologySpreadConstraints[0].matchLabelKeys[0]",
+        "use apps.kubernetes.io/pod-index (a pod's index in its role, with tfcompile.dev/role)"),
+    Mistake("TFJob's replica-type as a node selector", job(
+        "podTemplate:\n  spec:\n    nodeSelector: {training.kubeflow.org/replica-type: ps}\n"),
+        "training.kubeflow.org", "spec.podTemplate.spec.nodeSelector."
+        "training.kubeflow.org/replica-type", "selects nodes by training.kubeflow.org/"
+        "replica-type, a pod label only Kubeflow's training operator puts on TFJob pods; no "
+        "node carries it, so a required selector leaves the pods Pending"),
+    Mistake("TFJob's job-role in TensorBoard's pod affinity", job(
+        "storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n"
+        "tensorboard:\n  logDir: /mnt/shared/logs\n  podTemplate:\n    spec:\n"
+        "      affinity:\n        podAffinity:\n"
+        "          requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "          - topologyKey: kubernetes.io/hostname\n"
+        "            labelSelector: {matchLabels: {training.kubeflow.org/job-role: master}}\n"),
+        "training.kubeflow.org", "spec.tensorboard.podTemplate.spec.affinity.podAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels."
+        "training.kubeflow.org/job-role", "use tfcompile.dev/role: chief"),
 ]
 
 
@@ -605,6 +662,14 @@ JWT = "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0" + ".dozjgNryP4J3jV
 AZURE = "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=" + "Zm9vYmFy" * 4 + "=="
 PASSWORD = "pa55-w0rd-" + "Zebra"
 DATABASE_URL = "postgres://trainer:" + PASSWORD + "@db.internal:5432/runs"
+AZURE_ACCOUNT_KEY = base64.b64encode(bytes(range(7, 71))).decode()  # 88 characters, 64 bytes
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCY8n2Qe5Lz1A"  # 40 random-looking characters
+PLAIN_AWS_SECRET = "Ab1" * 13 + "A"  # 40 characters, too regular to be taken alone
+GOOGLE_PRIVATE_KEY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + "BKcwggSjAgEAAoIBAQC7"
+GOOGLE_SERVICE_ACCOUNT = ('{"type": "service_' + 'account", "project_id": "p", '
+                          '"private_key": "' + GOOGLE_PRIVATE_KEY + '"}')
+GITHUB_APP_TOKEN = "ghs_" + "Q9w8E7r6T5" * 3 + "y4U3i2"
+SLACK_APP_TOKEN = "xapp-" + "1-A0123456789-" + "4567890123456-abcdef0123456789"
 
 
 @dataclass(frozen=True)
@@ -713,6 +778,32 @@ SECRETS = [
     Secret("flag with a value in an env string", job(
         f"env: {{EXTRA_FLAGS: '--secret={PASSWORD} --epochs=3'}}\n"), "'--secret",
         "spec.env.EXTRA_FLAGS", "passes a literal value to --secret", PASSWORD),
+    Secret("Azure storage account key under any name",
+           job(f"env: {{STORE: '{AZURE_ACCOUNT_KEY}'}}\n"), "'" + AZURE_ACCOUNT_KEY[:6],
+           "spec.env.STORE", f"{SHAPED} an Azure storage account key", AZURE_ACCOUNT_KEY),
+    Secret("Azure storage account key in an option", job(
+        f"args: ['--blob={AZURE_ACCOUNT_KEY}']\n"), "'--blob", "spec.args[0]",
+        f"{SHAPED} an Azure storage account key", AZURE_ACCOUNT_KEY),
+    Secret("the Azure CLI's storage key variable", job(
+        f"env: {{AZURE_STORAGE_KEY: {PASSWORD}}}\n"), PASSWORD, "spec.env.AZURE_STORAGE_KEY",
+        f"variable's name says it is a secret, and {NAMED}", PASSWORD),
+    Secret("AWS secret access key alone under any name", job(
+        f"env: {{S3_SETTINGS: '{AWS_SECRET}'}}\n"), "'wJal", "spec.env.S3_SETTINGS",
+        f"{SHAPED} an AWS secret access key", AWS_SECRET),
+    Secret("AWS secret access key in a role's args", job(roles=(
+        f"    worker: {{replicas: 2, args: [--s3, '{AWS_SECRET}']}}")), "'wJal",
+        "spec.roles.worker.args[1]", f"{SHAPED} an AWS secret access key", AWS_SECRET),
+    Secret("plain AWS secret access key beside its key id", job(
+        f"env: {{ID: {AWS_KEY_ID}, SIDE: '{PLAIN_AWS_SECRET}'}}\n"), "'Ab1", "spec.env.SIDE",
+        f"{SHAPED} an AWS secret access key (the job also holds an AWS access key id)",
+        PLAIN_AWS_SECRET),
+    Secret("Google Cloud service-account key JSON", job(
+        f"env: {{SA_JSON: '{GOOGLE_SERVICE_ACCOUNT}'}}\n"), "'{", "spec.env.SA_JSON",
+        f"{SHAPED} a Google Cloud service-account key", GOOGLE_PRIVATE_KEY),
+    Secret("GitHub app token in args", job(f"args: [--hub, {GITHUB_APP_TOKEN}]\n"),
+           GITHUB_APP_TOKEN, "spec.args[1]", f"{SHAPED} a GitHub token", GITHUB_APP_TOKEN),
+    Secret("Slack app-level token in env", job(f"env: {{NOTIFY: {SLACK_APP_TOKEN}}}\n"),
+           SLACK_APP_TOKEN, "spec.env.NOTIFY", f"{SHAPED} a Slack token", SLACK_APP_TOKEN),
     Secret("value-shaped credential under a name listed as not secret", job(
         f"notSecret: [SESSION_TOKEN]\nenv: {{SESSION_TOKEN: {GITHUB_TOKEN}}}\n"), GITHUB_TOKEN,
         "spec.env.SESSION_TOKEN", f"{SHAPED} a GitHub token", GITHUB_TOKEN),
@@ -757,6 +848,25 @@ NOT_SECRETS = [
      "env: {PAD_TOKEN: '[PAD]'}\nargs: ['--eos-token=</s>']\n"),
     ("names that say something about a secret", "env: {TOKEN_LIMIT: '5', "
      "SECRET_KEY_REF: x, API_KEY_ID: y}\n"),
+    # Near misses of the credential shapes: each looks like one and is not.
+    ("a git commit of 40 hexadecimal characters",
+     "args: [--revision, 3f786850e387550fdab836ed7e6dc881de23001b]\n"),
+    ("a path of 40 characters", "env: {CHECKPOINTS: models/ResNet50/v2/checkpoints/epoch0001}\n"),
+    ("a CamelCase name of 40 characters", "args: [--kind, K8sIoApimachineryPkgApisMetaV1Object"
+     "Meta]\n"),
+    ("a SHA-512 digest written as one", f"args: ['--integrity=sha512-{AZURE_ACCOUNT_KEY}']\n"),
+    ("a base64 SHA-256 digest", "env: {MODEL_SHA256: '"
+     + base64.b64encode(bytes(range(32))).decode() + "'}\n"),
+    ("Hugging Face cache folders", "env: {HF_HOME: /data/hf_cache, TRANSFORMERS_CACHE: "
+     "/models/hf_downloadedcheckpointsfromthehubcache}\n"),
+    ("a Slack token placeholder", "env: {SLACK_HINT: xoxb-your-token-here}\n"),
+    ("a GitHub-like branch name", "args: [--branch, ghp_fix-login]\n"),
+    ("an AWS-like name longer than a key id", "env: {RUN: AKIAXXXXXXXXXXXXXXXXEXTRA}\n"),
+    ("a service account without a key", "env: {SA_JSON: '{\"type\": \"service_account\", "
+     "\"client_email\": \"trainer@p.iam.gserviceaccount.com\"}'}\n"),
+    ("a certificate", "env: {CA_BUNDLE: '-----BEGIN CERTIFICATE-----'}\n"),
+    ("what is said about an Azure storage key", "env: {AZURE_STORAGE_KEY_FILE: "
+     "/var/run/secrets/azure/key, AZURE_STORAGE_ACCOUNT: trainingdata}\n"),
 ]
 
 
@@ -768,3 +878,95 @@ def test_what_only_looks_secret_builds(
     path = write_job(job(text))
     result = run_cli("build", str(path), "-o", str(tmp_path / "out"))
     assert result.status == 0, result.stderr
+
+
+SCRIPT_JOB = job().replace("  command: [python, /app/train.py]\n", "  script: train.py\n")
+
+
+@pytest.mark.parametrize(("script", "says", "value"), [
+    (f"import os\n\nTOKEN = '{HUGGING_FACE}'\n", "a Hugging Face token", HUGGING_FACE),
+    (f"KEYS = {{\n    'id': '{AWS_KEY_ID}',\n    'secret': '{PLAIN_AWS_SECRET}',\n}}\n",
+     "an AWS access key id", AWS_KEY_ID),
+    (f"\n\n\nSTORAGE = '{AZURE_ACCOUNT_KEY}'\n", "an Azure storage account key",
+     AZURE_ACCOUNT_KEY),
+    (f"ACCOUNT = {GOOGLE_SERVICE_ACCOUNT!r}\n", "a Google Cloud service-account key",
+     GOOGLE_PRIVATE_KEY),
+], ids=["Hugging Face token", "AWS key pair", "Azure storage account key",
+        "Google Cloud service-account key"])
+def test_a_credential_in_the_script_is_refused_at_the_script_field(
+    script: str, says: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    run_cli: Callable[..., Result],
+) -> None:
+    """The script is shipped in a ConfigMap: its files are scanned for credentials by shape
+    too, and a problem names the file and the line, never the value."""
+    monkeypatch.chdir(tmp_path)
+    Path("train.py").write_text(script, encoding="utf-8")
+    line = next(number for number, text in enumerate(script.splitlines(), 1) if value in text)
+    result = _refused_at(run_cli, SCRIPT_JOB, "train.py", "spec.script",
+                         f"file train.py, line {line}, holds what looks like {says}")
+    assert value not in result.stdout + result.stderr
+    if says == "an AWS access key id":
+        assert "line 3, holds what looks like an AWS secret access key" in result.stderr
+
+
+def test_a_script_without_credentials_builds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result],
+) -> None:
+    """What scripts hold and only looks like a credential: a cache folder, a commit, a URL
+    built from variables, a digest, a CamelCase name."""
+    monkeypatch.chdir(tmp_path)
+    Path("train.py").write_text(textwrap.dedent(f"""\
+        import os
+        CACHE = "/data/hf_cache"
+        REVISION = "3f786850e387550fdab836ed7e6dc881de23001b"
+        URL = f"postgres://{{os.environ['USER']}}:{{os.environ['PASSWORD']}}@db:5432/runs"
+        DIGEST = "sha512-{AZURE_ACCOUNT_KEY}"
+        KIND = "K8sIoApimachineryPkgApisMetaV1ObjectMeta"
+        """), encoding="utf-8")
+    Path("job.yaml").write_text(SCRIPT_JOB, encoding="utf-8")
+    result = run_cli("build", "job.yaml", "-o", "output")
+    assert result.status == 0, result.stderr
+
+
+def test_a_service_account_key_as_a_mapping_is_found() -> None:
+    """A service-account key's JSON written as YAML (a mapping, in any field) is found too."""
+    from tfcompile.spec.secrets import find_literal_secrets
+
+    data = {"spec": {"x-account": {"type": "service_account", "private_key": "k"}}}
+    assert [(problem.path, "a Google Cloud service-account key" in problem.message)
+            for problem in find_literal_secrets(data)] == [(("spec", "x-account"), True)]
+
+
+SELECTORS_THAT_BUILD = [
+    ("tfcompile's role label", _pod_spec(ANTI_AFFINITY.format(
+        labels="{tfcompile.dev/job: demo, tfcompile.dev/role: worker}"))),
+    ("a TFJob label the job's pods carry", job(roles=(
+        "    worker:\n      replicas: 2\n      podTemplate:\n"
+        "        metadata: {labels: {training.kubeflow.org/job-name: demo}}\n        spec:\n"
+        + textwrap.indent(ANTI_AFFINITY.format(labels="{training.kubeflow.org/job-name: demo}"),
+                          "          ")))),
+    ("the older job-name label, which a Kubernetes Job's pods carry too", _pod_spec(
+        ANTI_AFFINITY.format(labels="{job-name: dataset-download}"))),
+]
+
+
+@pytest.mark.parametrize("text", [text for _, text in SELECTORS_THAT_BUILD],
+                         ids=[name for name, _ in SELECTORS_THAT_BUILD])
+def test_selectors_that_may_select_pods_build(
+    text: str, write_job: Callable[..., Path], run_cli: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Only the training operator's own labels, on pods that lack them, are refused; the older
+    unprefixed ones are left to `validate`, which warns."""
+    result = run_cli("build", str(write_job(text)), "-o", str(tmp_path / "out"))
+    assert result.status == 0, result.stderr
+
+
+def test_the_labels_named_instead_are_the_ones_pods_carry() -> None:
+    """The spec names tfcompile's pod labels without importing the compiler: the same names."""
+    from tfcompile.compiler.objects import labels
+    from tfcompile.spec import tfjob_selectors
+
+    assert (tfjob_selectors.ROLE_LABEL, tfjob_selectors.JOB_LABEL,
+            tfjob_selectors.POD_INDEX_LABEL) == (labels.ROLE_LABEL, labels.JOB_LABEL,
+                                                 labels.POD_INDEX_LABEL)
+    assert tfjob_selectors.MANAGED_BY_LABEL == "app.kubernetes.io/managed-by"

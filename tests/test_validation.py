@@ -272,6 +272,9 @@ def test_unknown_kinds_are_noted_not_failed(mnist: Path) -> None:
         "Widget/thing: example.com/v1 Widget is not a built-in Kubernetes 1.33 kind; "
         "its fields were not checked",
         'Pod Security "restricted" is met by the pods of StatefulSet/mnist-worker',
+        "PersistentVolumeClaim/mnist-shared names no storage class: the cluster's default "
+        "StorageClass provisions it (kubectl get storageclass shows which is the default), and "
+        "it must make ReadWriteMany volumes",
     ]
 
 
@@ -496,3 +499,158 @@ def test_other_stateful_sets_in_the_same_kustomization_are_left_alone(mnist: Pat
     )
     report = validate(user)
     assert messages(report) == []
+
+
+OVERLAYS = REPOSITORY / "overlays"
+
+
+def compile_job(tmp_path: Path, spec_lines: str, roles: str = "worker: {replicas: 2}") -> Path:
+    """Compile a job `demo` with `spec_lines` (the shipped components available) into
+    tmp_path/output/demo."""
+    path = tmp_path / "jobs" / "job.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(job_text(spec_lines=spec_lines, roles=roles))
+    status = main(["build", str(path), "-o", str(tmp_path / "output"), "--overlays",
+                   str(OVERLAYS)])
+    assert status == 0
+    return tmp_path / "output" / "demo"
+
+
+PARAMETER_SERVERS = "strategy: ParameterServer\n"
+
+
+def test_gpus_on_a_parameter_server_are_a_warning(tmp_path: Path) -> None:
+    report = validate(compile_job(tmp_path, PARAMETER_SERVERS,
+                                  "worker: {replicas: 2, gpus: 1}\nps: {replicas: 1, gpus: 2}"))
+    assert report.ok
+    assert report.warnings == [
+        "StatefulSet/demo-ps: container tensorflow asks for 2 nvidia.com/gpu "
+        "(spec.roles.ps.gpus in the job's spec): parameter servers hold and update the "
+        "variables and compute nothing, so the GPU stays idle and keeps the pod waiting for a "
+        "GPU node; remove gpus from roles.ps and give them to the workers (or the chief)"]
+
+
+def test_gpus_on_workers_only_are_no_warning(tmp_path: Path) -> None:
+    report = validate(compile_job(tmp_path, PARAMETER_SERVERS,
+                                  "worker: {replicas: 2, gpus: 1}\nps: {replicas: 1}"))
+    assert report.warnings == []
+
+
+def shared(size: str, overlays: str = "") -> str:
+    return (f"storage:\n  shared: {{mountPath: /mnt/shared, size: {size}}}\n"
+            + (f"overlays: [{overlays}]\n" if overlays else ""))
+
+
+def test_an_azure_nfs_share_under_its_minimum_is_a_warning(tmp_path: Path) -> None:
+    """Azure Files NFS shares are premium: the CSI driver makes a smaller claim a 100 GiB
+    share (billed as such), so the claim works and `validate` warns with the minimum."""
+    report = validate(compile_job(tmp_path, shared("10Gi", "azure")))
+    assert report.ok
+    assert report.warnings == [
+        "PersistentVolumeClaim/demo-shared: asks for 10Gi of StorageClass "
+        "tfcompile-azurefile-nfs, an Azure Files premium share, which holds 100Gi at least: the "
+        "Azure Files CSI driver makes the share 100Gi, billed as such; ask for 100Gi or more "
+        "(storage.shared.size in the job's spec)"]
+
+
+@pytest.mark.parametrize(("size", "overlays"), [
+    ("100Gi", "azure"), ("120Gi", "azure"), ("10Gi", "azure-smb"), ("10Gi", "")])
+def test_a_share_at_its_minimum_or_of_a_standard_class_is_no_warning(
+    tmp_path: Path, size: str, overlays: str,
+) -> None:
+    report = validate(compile_job(tmp_path, shared(size, overlays)))
+    assert not [warning for warning in report.warnings if "premium" in warning]
+
+
+def test_a_rendered_premium_v2_class_has_its_own_minimum(tmp_path: Path) -> None:
+    job = compile_job(tmp_path, shared("8Gi"))
+    user = user_overlay(job, """\
+        patches:
+        - target: {kind: PersistentVolumeClaim}
+          patch: |
+            - {op: add, path: /spec/storageClassName, value: files-v2}
+        """)
+    kustomization = user / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace(
+        "resources: [../output/demo]", "resources: [../output/demo, class.yaml]"))
+    (user / "class.yaml").write_text(
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: files-v2}\n"
+        "provisioner: file.csi.azure.com\nparameters: {skuName: PremiumV2_LRS, protocol: nfs}\n")
+    report = validate(user)
+    assert [warning.split(": ")[1] for warning in report.warnings] == [
+        "asks for 8Gi of StorageClass files-v2, an Azure Files premium share, which holds 32Gi "
+        "at least"]
+    assert ("PersistentVolumeClaim/demo-shared needs StorageClass files-v2, which the output "
+            "creates") in report.notes
+
+
+@pytest.mark.parametrize(("lines", "note"), [
+    (shared("100Gi", "azure"), "PersistentVolumeClaim/demo-shared needs StorageClass "
+     "tfcompile-azurefile-nfs, which must exist in the cluster: "
+     "overlays/azure/storage-class.yaml defines it (apply it once per cluster)"),
+    (shared("5Gi", "azure-smb"), "PersistentVolumeClaim/demo-shared needs StorageClass "
+     "azurefile-csi, one of AKS's built-in classes (on another cluster it must be created)"),
+    ("storage:\n  shared: {mountPath: /mnt/shared, size: 5Gi, storageClassName: fast-rwx}\n",
+     "PersistentVolumeClaim/demo-shared needs StorageClass fast-rwx, which must exist in the "
+     "cluster (kubectl get storageclass)"),
+    (shared("5Gi"), "PersistentVolumeClaim/demo-shared names no storage class: the cluster's "
+     "default StorageClass provisions it (kubectl get storageclass shows which is the "
+     "default), and it must make ReadWriteMany volumes"),
+], ids=["azure component", "azure-smb component", "named class", "default class"])
+def test_validate_notes_the_storage_class_each_claim_needs(
+    tmp_path: Path, lines: str, note: str,
+) -> None:
+    """Judged after the components, which choose the class."""
+    report = validate(compile_job(tmp_path, lines))
+    assert [line for line in report.notes if "StorageClass" in line] == [note]
+    assert f"  note: {note}" in report.to_text()
+
+
+def test_an_older_tfjob_label_in_a_rendered_selector_is_a_warning(mnist: Path) -> None:
+    """A component spreads the workers by `replica-type`, which only TFJob's pods carried."""
+    user = user_overlay(mnist, """\
+        patches:
+        - target: {kind: StatefulSet}
+          patch: |
+            - op: add
+              path: /spec/template/spec/topologySpreadConstraints
+              value:
+              - maxSkew: 1
+                topologyKey: kubernetes.io/hostname
+                whenUnsatisfiable: ScheduleAnyway
+                labelSelector: {matchLabels: {replica-type: worker}}
+        """)
+    report = validate(user)
+    assert report.ok
+    assert report.warnings == [
+        "StatefulSet/mnist-worker: spec.template.spec.topologySpreadConstraints[0]."
+        "labelSelector.matchLabels.replica-type: selects pods by replica-type, a label "
+        "Kubeflow's training operator put on TFJob pods (a Kubernetes Job's pods carry job-name "
+        "too); tfcompile's pods do not carry it, so this selects none of the job's pods: use "
+        "tfcompile.dev/role (chief, worker, ps or evaluator; TFJob's master is chief)"]
+
+
+def test_an_operator_label_in_a_rendered_selector_is_an_error(mnist: Path) -> None:
+    user = user_overlay(mnist, """\
+        patches:
+        - target: {kind: StatefulSet}
+          patch: |
+            - op: add
+              path: /spec/template/spec/affinity
+              value:
+                podAntiAffinity:
+                  requiredDuringSchedulingIgnoredDuringExecution:
+                  - topologyKey: kubernetes.io/hostname
+                    labelSelector:
+                      matchExpressions:
+                      - {key: training.kubeflow.org/job-name, operator: In, values: [mnist]}
+        """)
+    report = validate(user)
+    assert [problem.object_reference for problem in report.problems] == [
+        "StatefulSet/mnist-worker"]
+    assert report.problems[0].message.startswith(
+        "spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuring"
+        "Execution[0].labelSelector.matchExpressions[0].key: selects pods by "
+        "training.kubeflow.org/job-name, a label only Kubeflow's training operator puts on "
+        "TFJob pods; tfcompile's pods do not carry it, so this selects none of the job's pods: "
+        "use tfcompile.dev/job")

@@ -33,11 +33,14 @@ from .exposure import exposure_problems
 from .images import image_warnings
 from .launcher_rights import launcher_rights_notes
 from .limits import name_problems, size_problems
+from .parameter_server_gpus import parameter_server_gpu_warnings
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
 from .report import Prerequisite, Problem, ValidationReport
 from .schemas import schema_problems
+from .storage_classes import azure_share_size_warnings, storage_class_notes
 from .storage_protocols import smb_checkpoint_warnings
+from .tfjob_selectors import tfjob_selector_findings
 from .topology import topology_problems
 from .workload_rules import workload_problems
 
@@ -124,7 +127,12 @@ def validate_objects(
     try:
         found, found_notes, prerequisites, image_findings = _cluster_checks(objects, version,
                                                                             secrets)
-        warnings = [*smb_checkpoint_warnings(objects), *image_findings]
+        selector_problems, selector_warnings = tfjob_selector_findings(objects)
+        found.extend(selector_problems)
+        warnings = [*smb_checkpoint_warnings(objects), *azure_share_size_warnings(objects),
+                    *parameter_server_gpu_warnings(objects), *selector_warnings,
+                    *image_findings]
+        found_notes.extend(storage_class_notes(objects))
     except (AttributeError, KeyError, TypeError, ValueError):
         if not problems:
             raise
