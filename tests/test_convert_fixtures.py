@@ -88,3 +88,41 @@ def test_the_comparison_sees_a_wrong_count(tmp_path: Path) -> None:
     assert operator_cluster(tfjob) == {"chief": 1, "worker": 2, "ps": 1}
     assert operator_cluster(tfjob) != {"chief": 1, "worker": 3, "ps": 1}
     assert operator_cluster({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1}}}}) is None
+
+
+def _paths(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(data, dict):
+        for key, value in data.items():
+            found.extend(_paths(value, (*path, key)))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            found.extend(_paths(value, (*path, index)))
+    return found
+
+
+def test_a_fixture_with_any_value_replaced_converts_or_is_refused_never_a_crash() -> None:
+    """2,000 derandomized mutations of the fixtures (a value replaced by one of another kind)
+    convert, or stop with problems; none raises."""
+    import copy
+    import random
+
+    from tfcompile.compiler.conversion.checking import hold_to_spec
+    from tfcompile.compiler.conversion.mapping import convert_tfjob
+
+    sources = [next(document for document in yaml.safe_load_all(path.read_text()) if document)
+               for path in sorted(FIXTURES.glob("*.yaml"))]
+    replacements: list[Any] = [None, 1, -1, "x", [], {}, [1], {"a": 1}, True, "tensorflow",
+                               [{"name": "tensorflow"}], 2**40]
+    chance = random.Random(20240601)
+    for _ in range(2000):
+        data = copy.deepcopy(chance.choice(sources))
+        for _ in range(chance.randint(1, 3)):
+            place = chance.choice(_paths(data)[1:])  # of the data as it is now
+            holder = data
+            for part in place[:-1]:
+                holder = holder[part]
+            holder[place[-1]] = copy.deepcopy(chance.choice(replacements))
+        converted = convert_tfjob(data)
+        if converted.job is not None:
+            hold_to_spec(converted.job, converted.findings)
