@@ -272,6 +272,26 @@ def _diff(arguments: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _convert(arguments: argparse.Namespace) -> int:
+    from tfcompile.compiler.conversion.convert import convert_file
+    from tfcompile.compiler.conversion.writing import ConversionRefused, write_job
+
+    conversion = convert_file(Path(arguments.tfjob))
+    for note in conversion.notes:
+        print(note, file=sys.stderr)
+    if arguments.output is None:
+        sys.stdout.write(conversion.text)
+        return EXIT_OK
+    try:
+        written = write_job(Path(arguments.output), conversion.text)
+    except ConversionRefused as error:
+        print(f"tfcompile: {error}; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"tfcompile: wrote {written} ({len(conversion.notes)} note(s) above, also at the top "
+          "of the file); next: `tfcompile build` it", file=sys.stderr)
+    return EXIT_OK
+
+
 def _schema(arguments: argparse.Namespace) -> int:
     from tfcompile.spec.schema import schema_text
 
@@ -394,6 +414,15 @@ def parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=("text", "markdown"), default="text",
                       help="text (default), or markdown for a pull request")
     diff.set_defaults(handler=_diff)
+
+    convert = commands.add_parser(
+        "convert", help="write a job.yaml from a Kubeflow TFJob (kubeflow.org/v1) and say, per "
+                        "field, what has no equivalent")
+    convert.add_argument("tfjob", metavar="TFJOB.yaml")
+    convert.add_argument("-o", "--output", metavar="DIR",
+                         help="write DIR/job.yaml (never over an existing file; default: print "
+                              "the job to standard output)")
+    convert.set_defaults(handler=_convert)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of job.yaml")
     schema.set_defaults(handler=_schema)

@@ -58,7 +58,7 @@ from .yaml_limits import (
 from .yaml_tags import with_tag_fields
 
 __all__ = ["LoadedJob", "Script", "Trial", "discover", "display_path", "is_job_file",
-           "load_jobs"]
+           "load_jobs", "read_plain_documents"]
 
 @dataclass(frozen=True)
 class LoadedJob:
@@ -160,6 +160,43 @@ def load_jobs(path: Path) -> list[LoadedJob]:
         raise SpecError(problems)
     _check_trials(loaded)
     return loaded
+
+
+def read_plain_documents(path: Path) -> list[tuple[Any, Locations]]:
+    """Every document of a YAML file written for another tool (a Kubeflow TFJob that `tfcompile
+    convert` reads), under the limits of a job file (size, tokens, depth, values, tags, strings
+    the API server refuses), as plain data with the position of each value. Raises `SpecError`
+    with every problem, located; never returns part of a file."""
+    shown = display_path(path)
+    _, documents = _read_documents(path, shown)
+    if not documents:
+        raise SpecError([LocatedProblem(Location(shown, 1, 1), (), "the file has no document")])
+    if len(documents) > MAXIMUM_DOCUMENTS:
+        line, column = node_position(documents[MAXIMUM_DOCUMENTS])
+        raise SpecError([LocatedProblem(Location(shown, line + 1, column + 1), (),
+                                        f"the file has more than {MAXIMUM_DOCUMENTS} documents")])
+    read: list[tuple[Any, Locations]] = []
+    problems: list[LocatedProblem] = []
+    for document in documents:
+        locations = Locations(shown)
+        locations.record((), node_position(document), None)
+        copier = PlainCopier(locations)
+        try:
+            data = copier.copy(document, ())
+        except TooManyValues:
+            problems.append(LocatedProblem(
+                locations.locate(()), (),
+                f"the document holds more than {MAXIMUM_VALUES} values or "
+                f"{MAXIMUM_TEXT_CHARACTERS} characters of text (keys included) once its YAML "
+                "aliases are expanded"))
+            continue
+        problems.extend(LocatedProblem(locations.locate(problem.path, key=problem.key),
+                                       problem.path, problem.message)
+                        for problem in copier.problems)
+        read.append((data, locations))
+    if problems:
+        raise SpecError(problems)
+    return read
 
 
 def _check_trials(loaded: list[LoadedJob]) -> None:

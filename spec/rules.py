@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .lifecycle_rules import check_lifecycle
-from .models import EnvironmentValue, JobSpec, RoleName, Strategy, TrainingJob
+from .models import EnvironmentValue, JobSpec, Launcher, RoleName, Strategy, TrainingJob
 from .mount_paths import form_problem, inside, overlaps, reserved_problem
 from .pod_rules import RESERVED_VOLUMES, check_kubernetes_fields
 from .pod_template import mapping, mappings
@@ -135,7 +135,9 @@ NO_ENTRYPOINT = (
 
 
 def _check_command(spec: JobSpec) -> Iterator[Problem]:
-    if spec.command is not None or spec.script is not None:
+    """A command, unless the job runs without the launcher: then, as in a plain StatefulSet (or a
+    Kubeflow TFJob), a container without one runs its image's entrypoint."""
+    if spec.command is not None or spec.script is not None or spec.launcher is Launcher.NONE:
         return
     without = [name for name, role in spec.roles.defined() if role.command is None]
     if without and len(without) == len(spec.roles.defined()):

@@ -46,6 +46,22 @@ def tensorflow_container(statefulset: dict[str, Any]) -> dict[str, Any]:
 # launcher: none, compiled
 
 
+@pytest.mark.parametrize(("spec_lines", "expected"), [
+    ("launcher: none", {}), ("args: [--steps, '10']\nlauncher: none", {"args": ["--steps", "10"]})])
+def test_without_the_launcher_a_job_without_a_command_runs_the_images_entrypoint(
+        tmp_path: Path, run_cli: Callable[..., Result], spec_lines: str,
+        expected: dict[str, Any]) -> None:
+    """As a TFJob that names no command ran its image's entrypoint (and `args` in place of the
+    image's own); with the launcher a command stays required (tests/test_spec_errors.py)."""
+    directory = build(tmp_path, run_cli, job_text(
+        image="kubeflow/tf-dist-mnist-test:1.0", command=None, spec_lines=spec_lines,
+        roles=PS_AND_WORKERS))
+    container = tensorflow_container(documents(directory)["statefulset-demo-worker.yaml"])
+    assert {key: container[key] for key in ("command", "args") if key in container} == expected
+    assert validate(directory).ok
+
+
+
 def test_without_the_launcher_the_container_runs_the_command(
         tmp_path: Path, run_cli: Callable[..., Result]) -> None:
     directory = build(tmp_path, run_cli, job_text(

@@ -6,7 +6,7 @@ from typing import Any
 
 from tfcompile.compiler.objects import launcher
 from tfcompile.spec.loading import Script
-from tfcompile.spec.models import EnvironmentValue, Role, RoleName, TrainingJob
+from tfcompile.spec.models import EnvironmentValue, Launcher, Role, RoleName, TrainingJob
 from tfcompile.spec.rules import GPU_RESOURCE
 from tfcompile.spec.sweep import Trial
 
@@ -45,14 +45,17 @@ SCRATCH_VOLUME = "scratch"
 def command_and_arguments(job: TrainingJob, role: Role,
                           script: Script | None) -> tuple[list[str], list[str]]:
     """The training's command and its arguments: the role's command and args, else the job's;
-    with only a script, `python <script>`."""
+    with only a script, `python <script>`; with neither (only a job without the launcher), no
+    command: the image's entrypoint runs."""
     if role.command is not None:
         return list(role.command), list(role.args or [])
     if job.spec.command is not None:
         command = list(job.spec.command)
-    else:
-        assert script is not None and not script.directory
+    elif script is not None and not script.directory:
         command = ["python", f"{launcher.SCRIPT_DIRECTORY}/{script.file_name}"]
+    else:
+        assert job.spec.launcher is Launcher.NONE
+        command = []
     arguments = role.args if role.args is not None else job.spec.args
     return command, list(arguments)
 
@@ -71,7 +74,8 @@ def _command_fields(job: TrainingJob, role_key: RoleName, role: Role, script: Sc
         return {"command": launcher.command(role_key.value),
                 "args": training_command(job, role, script)}
     command, arguments = command_and_arguments(job, role, script)
-    return {"command": command, "args": arguments} if arguments else {"command": command}
+    fields = {"command": command} if command else {}
+    return {**fields, "args": arguments} if arguments else fields
 
 
 def _environment_entry(name: str, value: EnvironmentValue) -> dict[str, Any]:
