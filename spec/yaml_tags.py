@@ -28,8 +28,8 @@ from ruamel.yaml.events import (
     ScalarEvent,
 )
 
+from .credential_shapes import VALUE_DETECTORS
 from .problems import FieldPath, LocatedProblem
-from .secrets import VALUE_DETECTORS
 from .yaml_limits import EXPLICIT_TAG
 
 HIDDEN_KEY = "(hidden key)"
