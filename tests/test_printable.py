@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OUTPUT
-from tfcompile.compiler.checking.validation.report import Problem, ValidationReport
+from tfcompile.compiler.checking.validation.report import ObjectProblem, ValidationReport
 from tfcompile.compiler.local_run.console import Console
 from tfcompile.compiler.printable import printable
 from tfcompile.compiler.rendering.kustomize import kustomize_message
@@ -238,7 +238,7 @@ def test_kustomize_s_message_is_escaped_line_by_line() -> None:
 def test_a_validation_report_prints_every_line_escaped() -> None:
     report = ValidationReport(
         directory=Path("output/job"), kubernetes_version="1.33", objects=[],
-        problems=[Problem(f"ConfigMap/x{ATTACK}", f"refused {ATTACK}")], prerequisites=[],
+        problems=[ObjectProblem(f"ConfigMap/x{ATTACK}", f"refused {ATTACK}")], prerequisites=[],
         notes=[f"note {ATTACK}"])
     text = report.to_text()
     assert controls(text) == []

@@ -12,8 +12,8 @@ from tests.conftest import job_directories, job_text
 from tfcompile.compiler.checking.validation import (
     DEFAULT_KUBERNETES_VERSION,
     KubernetesVersionError,
+    ObjectProblem,
     Prerequisite,
-    Problem,
     ValidationReport,
     known_versions,
     validate,
@@ -416,7 +416,7 @@ def test_render_failure_is_an_error_not_a_report(tmp_path: Path) -> None:
 
 
 def test_problem_names_the_object() -> None:
-    assert str(Problem("StatefulSet/a", "broke")) == "StatefulSet/a: broke"
+    assert str(ObjectProblem("StatefulSet/a", "broke")) == "StatefulSet/a: broke"
 
 
 @pytest.mark.parametrize(

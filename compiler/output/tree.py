@@ -48,7 +48,7 @@ LEFTOVER_PREFIX = ".tfcompile-"
 
 
 @dataclass(frozen=True)
-class Prune:
+class PlannedPrune:
     """A job directory whose spec no longer defines the job."""
 
     job: str
@@ -91,7 +91,7 @@ class Plan:
     location: OutputLocation
     writes: PlannedTexts
     removals: list[str]
-    prunes: list[Prune] = field(default_factory=list)
+    prunes: list[PlannedPrune] = field(default_factory=list)
     kept: dict[str, list[str]] = field(default_factory=dict)
     foreign: list[str] = field(default_factory=list)
     """Each entry of the tree tfcompile did not write, as `path: what it is` (kept)."""
@@ -219,7 +219,7 @@ def _as_compiled(directory: Directory, job: CompiledJob) -> JobDirectory | None:
 
 
 def _plan_prune(output: Directory, name: str, defined: dict[Path, frozenset[str]],
-                prunes: list[Prune], removals: list[str], kept: dict[str, list[str]],
+                prunes: list[PlannedPrune], removals: list[str], kept: dict[str, list[str]],
                 refusals: list[str], problems: list[LocatedProblem]) -> bool:
     """Prune the directory `name` (not built) when tfcompile generated it from a spec that is
     gone or loads and no longer defines it; whether the directory is tfcompile's."""
@@ -247,7 +247,7 @@ def _plan_prune(output: Directory, name: str, defined: dict[Path, frozenset[str]
                         "tfcompile would delete; it never follows links in the output "
                         "tree, remove it")
         return True
-    prunes.append(Prune(name, reason))
+    prunes.append(PlannedPrune(name, reason))
     removals.extend(f"{name}/{f}" for f in generated.files
                     if f in inside and stat.S_ISREG(inside[f].st_mode))
     kept[name] = sorted(f for f in inside if f not in generated.files)
@@ -298,7 +298,7 @@ def plan(location: OutputLocation, jobs: Iterable[CompiledJob],
     writes: dict[str, Mapping[str, str]] = {}
     removals: list[str] = []
     kept: dict[str, list[str]] = {}
-    prunes: list[Prune] = []
+    prunes: list[PlannedPrune] = []
     refusals: list[str] = []
     problems: list[LocatedProblem] = []
     foreign: list[str] = []
@@ -386,5 +386,14 @@ def unified_diff(changes: Plan) -> str:
     return "".join(chunk if chunk.endswith("\n") else chunk + "\n" for chunk in chunks)
 
 
-__all__ = ["LEFTOVER_PREFIX", "Plan", "PlannedTexts", "Prune", "job_directory",
-           "jobs_defined_in", "plan", "recorded_sources", "unified_diff"]
+__all__ = [
+    "LEFTOVER_PREFIX",
+    "Plan",
+    "PlannedPrune",
+    "PlannedTexts",
+    "job_directory",
+    "jobs_defined_in",
+    "plan",
+    "recorded_sources",
+    "unified_diff",
+]

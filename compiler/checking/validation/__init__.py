@@ -7,15 +7,15 @@ from tfcompile.compiler.kubernetes_versions import (
     known_versions,
 )
 
-from .report import Prerequisite, Problem, ValidationReport
+from .report import ObjectProblem, Prerequisite, ValidationReport
 from .validator import validate, validate_rendered
 
 __all__ = [
     "DEFAULT_KUBERNETES_VERSION",
     "OLDEST_KUBERNETES_VERSION",
     "KubernetesVersionError",
+    "ObjectProblem",
     "Prerequisite",
-    "Problem",
     "ValidationReport",
     "known_versions",
     "validate",

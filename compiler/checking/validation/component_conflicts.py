@@ -27,7 +27,7 @@ from typing import Any
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
 from .component_steps import ComponentSteps
-from .report import Problem, quoted
+from .report import ObjectProblem, quoted
 from .workload_rules import (
     TENSORFLOW_CONTAINER,
     arguments_problem,
@@ -270,12 +270,12 @@ def _message(change: _Change) -> str:
 
 
 def component_problems(steps: ComponentSteps, final: Sequence[KubernetesObject]) -> tuple[
-        list[Problem], set[Problem]]:
+        list[ObjectProblem], set[ObjectProblem]]:
     """What each component removed or changed on its way to the `final` rendering, naming it and
     who set what it undid; and the problems of `workload_rules.py` these replace (the same
     finding without the component)."""
-    problems: list[Problem] = []
-    replaced: set[Problem] = set()
+    problems: list[ObjectProblem] = []
+    replaced: set[ObjectProblem] = set()
     namespaces: dict[tuple[str, str, Any, Any], list[str]] = defaultdict(list)
     for change in _changes(steps, final):
         kind = change.fact[0]
@@ -296,7 +296,7 @@ def component_problems(steps: ComponentSteps, final: Sequence[KubernetesObject])
             namespaces[(change.component, change.origin, change.before, change.after)].append(
                 change.reference)
         else:
-            problems.append(Problem(change.reference, _message(change)))
+            problems.append(ObjectProblem(change.reference, _message(change)))
     for (component, origin, before, after), references in namespaces.items():
         others = len(references) - 1
         reference = references[0] + (
@@ -304,7 +304,7 @@ def component_problems(steps: ComponentSteps, final: Sequence[KubernetesObject])
         moved = (f"dropped the namespace {_shown(before)}" if after is _ABSENT else
                  f"moved {'them' if others else 'it'} to namespace {_shown(after)} from "
                  f"namespace {_shown(before)}")
-        problems.append(Problem(
+        problems.append(ObjectProblem(
             reference,
             f"component {component} {moved}, which {origin} set: {_CHANGE_ADVICE} (a job's "
             "objects must share one namespace: its pods find each other, their Services and "

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
-from .report import Problem
+from .report import ObjectProblem
 
 INTERNAL_ANNOTATIONS = {
     "service.beta.kubernetes.io/azure-load-balancer-internal": "true",
@@ -28,7 +28,7 @@ INTERNAL_ANNOTATIONS = {
 (values compared without case)."""
 
 
-def exposure_problems(objects: Sequence[KubernetesObject]) -> list[Problem]:
+def exposure_problems(objects: Sequence[KubernetesObject]) -> list[ObjectProblem]:
     problems = []
     for kubernetes_object in objects:
         if kubernetes_object.get("kind") != "Service":
@@ -40,7 +40,7 @@ def exposure_problems(objects: Sequence[KubernetesObject]) -> list[Problem]:
         if any(str(annotations.get(key, "")).lower() == value
                for key, value in INTERNAL_ANNOTATIONS.items()):
             continue
-        problems.append(Problem(
+        problems.append(ObjectProblem(
             object_reference(kubernetes_object),
             "a LoadBalancer with no loadBalancerSourceRanges and no internal-load-balancer "
             "annotation is reachable from the internet: list the client CIDRs "

@@ -20,7 +20,7 @@ from tfcompile.compiler.rendering.manifests import (
 )
 from tfcompile.compiler.rendering.pods import Pod
 
-from .report import Problem
+from .report import ObjectProblem
 
 DNS_LABEL_LIMIT = DNS_LABEL_MAXIMUM
 STATEFUL_SET_NAME_LIMIT = STATEFULSET_NAME_MAXIMUM
@@ -32,15 +32,15 @@ LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 CONFIG_MAP_SIZE_LIMIT = 1048576
 
 
-def name_problems(objects: Iterable[KubernetesObject], pods: Iterable[Pod]) -> list[Problem]:
+def name_problems(objects: Iterable[KubernetesObject], pods: Iterable[Pod]) -> list[ObjectProblem]:
     """StatefulSet names over 52 characters, Service and pod names over 63."""
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     objects = list(objects)
     for stateful_set in objects_of_kind(objects, "StatefulSet"):
         name = name_of(stateful_set)
         if len(name) > STATEFUL_SET_NAME_LIMIT:
             problems.append(
-                Problem(
+                ObjectProblem(
                     object_reference(stateful_set),
                     f"the name has {len(name)} characters, more than {STATEFUL_SET_NAME_LIMIT}: "
                     f"its pods' controller-revision-hash label ({name}-<hash>) would exceed the "
@@ -52,7 +52,7 @@ def name_problems(objects: Iterable[KubernetesObject], pods: Iterable[Pod]) -> l
         name = name_of(service)
         if len(name) > DNS_LABEL_LIMIT:
             problems.append(
-                Problem(
+                ObjectProblem(
                     object_reference(service),
                     f"the name has {len(name)} characters, more than the {DNS_LABEL_LIMIT} of a "
                     "DNS label; shorten the job or role name, or the namePrefix/nameSuffix",
@@ -61,7 +61,7 @@ def name_problems(objects: Iterable[KubernetesObject], pods: Iterable[Pod]) -> l
     for pod in pods:
         if len(pod.name) > DNS_LABEL_LIMIT:
             problems.append(
-                Problem(
+                ObjectProblem(
                     f"{pod.owner_kind}/{pod.owner_name}",
                     f"pod {pod.name} has a {len(pod.name)}-character name, more than the "
                     f"{DNS_LABEL_LIMIT} of a DNS label (it is the pod's hostname); "
@@ -71,14 +71,14 @@ def name_problems(objects: Iterable[KubernetesObject], pods: Iterable[Pod]) -> l
     return problems
 
 
-def size_problems(objects: Iterable[KubernetesObject]) -> list[Problem]:
+def size_problems(objects: Iterable[KubernetesObject]) -> list[ObjectProblem]:
     """Objects too big for client-side apply, and ConfigMaps over the API server's 1 MiB."""
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     for kubernetes_object in objects:
         size = last_applied_size(kubernetes_object)
         if size > ANNOTATIONS_SIZE_LIMIT:
             problems.append(
-                Problem(
+                ObjectProblem(
                     object_reference(kubernetes_object),
                     f"its annotations would be {size} bytes with the {LAST_APPLIED_ANNOTATION} "
                     f"annotation that client-side `kubectl apply` adds, more than the "
@@ -95,7 +95,7 @@ def size_problems(objects: Iterable[KubernetesObject]) -> list[Problem]:
             )
             if data_size > CONFIG_MAP_SIZE_LIMIT:
                 problems.append(
-                    Problem(
+                    ObjectProblem(
                         object_reference(kubernetes_object),
                         f"its data is {data_size} bytes, more than the {CONFIG_MAP_SIZE_LIMIT} "
                         "a ConfigMap may hold; ship large files in the image or on a volume",

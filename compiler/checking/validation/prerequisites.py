@@ -22,7 +22,7 @@ from tfcompile.compiler.rendering.manifests import (
 )
 from tfcompile.compiler.rendering.pods import environment_sources
 
-from .report import Prerequisite, Problem
+from .report import ObjectProblem, Prerequisite
 
 _TEMPLATE_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job")
 
@@ -39,11 +39,11 @@ class _Reference:
 
 def prerequisites_of(
     objects: Sequence[KubernetesObject],
-) -> tuple[list[Prerequisite], list[Problem]]:
+) -> tuple[list[Prerequisite], list[ObjectProblem]]:
     """What the workloads need that the manifests do not create, and references to absent keys."""
     created = {(str(item.get("kind")), namespace_of(item), name_of(item)) for item in objects}
     grouped: dict[tuple[str, str | None, str], list[_Reference]] = {}
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     for reference in _references(objects):
         identity = (reference.kind, reference.namespace, reference.name)
         if identity in created:
@@ -66,7 +66,8 @@ def prerequisites_of(
     return sorted(prerequisites, key=lambda item: (item.kind, item.name)), problems
 
 
-def _missing_key(reference: _Reference, objects: Sequence[KubernetesObject]) -> Problem | None:
+def _missing_key(reference: _Reference,
+                 objects: Sequence[KubernetesObject]) -> ObjectProblem | None:
     if reference.key is None or reference.optional or reference.kind not in ("ConfigMap", "Secret"):
         return None
     sources = environment_sources(objects, reference.namespace)
@@ -76,7 +77,7 @@ def _missing_key(reference: _Reference, objects: Sequence[KubernetesObject]) -> 
         present = (reference.name, reference.key) in sources.secrets
     if present:
         return None
-    return Problem(
+    return ObjectProblem(
         reference.used_by,
         f"it reads key {reference.key!r} of {reference.kind}/{reference.name}, which the "
         f"rendered {reference.kind} does not have: the container would not start "

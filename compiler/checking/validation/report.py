@@ -23,7 +23,7 @@ def quoted(value: object) -> str:
 
 
 @dataclass(frozen=True, order=True)
-class Problem:
+class ObjectProblem:
     """A rendered object that would fail in a cluster: which object, what broke, what to do."""
 
     object_reference: str  # "StatefulSet/mnist-worker"
@@ -67,7 +67,7 @@ class ValidationReport:
     directory: Path
     kubernetes_version: str
     objects: list[dict[str, Any]] = field(repr=False)
-    problems: list[Problem]
+    problems: list[ObjectProblem]
     prerequisites: list[Prerequisite]
     notes: list[str]
     warnings: list[str] = field(default_factory=list)

@@ -25,17 +25,17 @@ from referencing import Registry, Resource
 from tfcompile.compiler.kubernetes_versions import normalize_version, schema_directory
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
-from .report import Problem
+from .report import ObjectProblem
 
 _MESSAGE_LIMIT = 300
 
 
 def schema_problems(
     objects: Iterable[KubernetesObject], kubernetes_version: str
-) -> tuple[list[Problem], list[str]]:
+) -> tuple[list[ObjectProblem], list[str]]:
     """Schema errors of each object, and notes for objects whose kind has no built-in schema."""
     version = normalize_version(kubernetes_version)
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     notes: list[str] = []
     for kubernetes_object in objects:
         validator = _validator(
@@ -54,7 +54,7 @@ def schema_problems(
         errors = sorted(validator.iter_errors(kubernetes_object), key=_error_order)
         for error in errors:
             problems.append(
-                Problem(
+                ObjectProblem(
                     reference,
                     f"{_field_path(error)}: {_describe(error)} "
                     f"(Kubernetes {version} schema; the API server would reject this object)",

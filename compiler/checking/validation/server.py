@@ -41,7 +41,7 @@ from tfcompile.compiler.rendering.manifests import (
     object_reference,
 )
 
-from .report import Problem, ValidationReport
+from .report import ObjectProblem, ValidationReport
 
 FIELD_MANAGER = "tfcompile"
 _PROXY_START_SECONDS = 20.0
@@ -169,14 +169,14 @@ def server_session() -> Iterator[ServerSession]:
 
 def server_problems(
     objects: list[KubernetesObject], session: ServerSession
-) -> tuple[list[Problem], list[str]]:
+) -> tuple[list[ObjectProblem], list[str]]:
     """Dry-run apply every object; each refusal is a problem, each warning a note."""
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     notes: list[str] = []
     for kubernetes_object in objects:
         reference = object_reference(kubernetes_object)
         found, warnings = _dry_run_apply(kubernetes_object, session)
-        problems.extend(Problem(reference, message) for message in found)
+        problems.extend(ObjectProblem(reference, message) for message in found)
         notes.extend(f"{reference}: the API server warns: {warning}" for warning in warnings)
     return problems, notes
 

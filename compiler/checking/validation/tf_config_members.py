@@ -19,7 +19,7 @@ from typing import Any, cast
 from tfcompile.compiler.rendering.pods import Container, Pod
 
 from .limits import ENVIRONMENT_STRING_LIMIT, environment_string_size
-from .report import Problem
+from .report import ObjectProblem
 
 TF_CONFIG = "TF_CONFIG"
 
@@ -88,15 +88,16 @@ class Problems:
     """Problems in the order found, each reported once."""
 
     def __init__(self) -> None:
-        self.items: list[Problem] = []
+        self.items: list[ObjectProblem] = []
         self._seen: set[object] = set()
 
     def add(self, object_reference: str, message: str, kind: str | None = None) -> None:
         """Record a problem; with `kind`, only the first of that kind for the object counts."""
-        identity: object = (object_reference, kind) if kind else Problem(object_reference, message)
+        identity: object = ((object_reference, kind) if kind
+                            else ObjectProblem(object_reference, message))
         if identity not in self._seen:
             self._seen.add(identity)
-            self.items.append(Problem(object_reference, message))
+            self.items.append(ObjectProblem(object_reference, message))
 
 
 def parse_host(text: str) -> Host | None:

@@ -17,7 +17,7 @@ from tfcompile.compiler.rendering.manifests import KubernetesObject, object_refe
 from tfcompile.spec.problems import format_path
 from tfcompile.spec.tfjob_selectors import tfjob_selectors
 
-from .report import Problem, quoted
+from .report import ObjectProblem, quoted
 
 _TEMPLATE_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet", "Job")
 
@@ -31,13 +31,13 @@ def _template(item: KubernetesObject) -> Mapping[str, Any]:
 
 def tfjob_selector_findings(
     objects: Sequence[KubernetesObject],
-) -> tuple[list[Problem], list[str]]:
+) -> tuple[list[ObjectProblem], list[str]]:
     """Problems (operator labels) and warnings (older labels), one per selector key."""
     carried = frozenset(
         str(key)
         for item in objects
         for key in ((_template(item).get("metadata") or {}).get("labels") or {}))
-    problems: list[Problem] = []
+    problems: list[ObjectProblem] = []
     warnings: list[str] = []
     for item in objects:
         pod_spec = _template(item).get("spec")
@@ -45,7 +45,7 @@ def tfjob_selector_findings(
             field = format_path(("spec", "template", "spec", *selector.path))
             message = f"{quoted(field)}: {selector.message()}"
             if selector.certain:
-                problems.append(Problem(object_reference(item), message))
+                problems.append(ObjectProblem(object_reference(item), message))
             else:
                 warnings.append(f"{object_reference(item)}: {message}")
     return problems, warnings

@@ -20,7 +20,7 @@ from tfcompile.compiler.rendering.manifests import KubernetesObject, find_object
 from tfcompile.compiler.rendering.pods import Pod
 from tfcompile.compiler.rendering.stateful_set_pods import ordinal_start_of, replicas_of
 
-from .report import Problem
+from .report import ObjectProblem
 from .tf_config_members import (
     RECOMPILE,
     TF_CONFIG,
@@ -39,7 +39,7 @@ from .tf_config_members import (
 
 def topology_problems(
     objects: Sequence[KubernetesObject], pods: Sequence[Pod]
-) -> tuple[list[Problem], list[str]]:
+) -> tuple[list[ObjectProblem], list[str]]:
     """Problems with the TensorFlow clusters of the rendered jobs, and notes."""
     problems = Problems()
     notes: list[str] = []

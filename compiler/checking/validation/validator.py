@@ -36,7 +36,7 @@ from .limits import name_problems, size_problems
 from .parameter_server_gpus import parameter_server_gpu_warnings
 from .pod_security import pod_security_notes
 from .prerequisites import prerequisites_of
-from .report import Prerequisite, Problem, ValidationReport
+from .report import ObjectProblem, Prerequisite, ValidationReport
 from .schemas import schema_problems
 from .storage_classes import azure_share_size_warnings, storage_class_notes
 from .storage_protocols import smb_checkpoint_warnings
@@ -160,7 +160,7 @@ def _cluster_checks(
     objects: list[KubernetesObject],
     version: str,
     secrets: Mapping[tuple[str, str], str] | None,
-) -> tuple[list[Problem], list[str], list[Prerequisite], list[str]]:
+) -> tuple[list[ObjectProblem], list[str], list[Prerequisite], list[str]]:
     """Names, sizes, topology and references: the checks that read objects as a cluster would;
     and the warnings about the images the pods run."""
     major, minor = (int(part) for part in version.split("."))

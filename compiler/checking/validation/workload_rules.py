@@ -19,7 +19,7 @@ from typing import Any
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
 
-from .report import Problem, quoted
+from .report import ObjectProblem, quoted
 
 ALWAYS_RESTARTING_KINDS = ("StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")
 TENSORFLOW_CONTAINER = "tensorflow"
@@ -52,19 +52,19 @@ def is_role(kubernetes_object: Mapping[str, Any]) -> bool:
 
 
 def restart_policy_problem(reference: str, kind: str, policy: str,
-                           component: str | None = None) -> Problem:
+                           component: str | None = None) -> ObjectProblem:
     who = f"component {component} sets " if component else ""
     launcher = ("tfcompile's launcher already stops a task that succeeded or gave up "
                 "(onSuccess, failurePolicy), so " if kind == "StatefulSet" else "")
-    return Problem(
+    return ObjectProblem(
         reference,
         f"{who}restartPolicy {quoted(policy)}: a {kind}'s pods must restart Always (the API "
         f"server refuses anything else); {launcher}leave restartPolicy out",
     )
 
 
-def launcher_problem(reference: str, component: str, launcher: Sequence[str]) -> Problem:
-    return Problem(
+def launcher_problem(reference: str, component: str, launcher: Sequence[str]) -> ObjectProblem:
+    return ObjectProblem(
         reference,
         f"component {component} replaces the command of container {TENSORFLOW_CONTAINER}: "
         f"without the launcher ({' '.join(launcher)}) no success or failure is recorded, and "
@@ -73,8 +73,8 @@ def launcher_problem(reference: str, component: str, launcher: Sequence[str]) ->
     )
 
 
-def arguments_problem(reference: str, component: str) -> Problem:
-    return Problem(
+def arguments_problem(reference: str, component: str) -> ObjectProblem:
+    return ObjectProblem(
         reference,
         f"component {component} replaces the args of container {TENSORFLOW_CONTAINER}, the "
         "training command tfcompile's launcher runs: set it with `command` and `args` in "
@@ -82,7 +82,7 @@ def arguments_problem(reference: str, component: str) -> Problem:
     )
 
 
-def workload_problems(objects: Sequence[KubernetesObject]) -> Iterator[Problem]:
+def workload_problems(objects: Sequence[KubernetesObject]) -> Iterator[ObjectProblem]:
     """Workloads whose pods would not restart, or would be stopped by a deadline."""
     for item in objects:
         policy = restart_policy(item)
@@ -94,7 +94,7 @@ def workload_problems(objects: Sequence[KubernetesObject]) -> Iterator[Problem]:
         spec = pod_spec(item)
         if spec is not None and spec.get("activeDeadlineSeconds") is not None:
             instead = "use `deadline` in job.yaml" if is_role(item) else "leave it out"
-            yield Problem(
+            yield ObjectProblem(
                 object_reference(item),
                 f"activeDeadlineSeconds: a {kind}'s pods cannot have one (the API server "
                 f"refuses it); {instead}",
