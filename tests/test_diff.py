@@ -10,6 +10,7 @@ its safety against hostile names. Reading BASE from git is tested in `test_diff_
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from tests.conftest import REPOSITORY, job_text
 from tfcompile.compiler.checking.diff.comparison import (
+    EXACT,
     REVISION_ONLY,
     WITH_THE_JOB,
     JobChange,
@@ -73,6 +75,11 @@ def one(tmp_path: Path, before: str, after: str, script_after: str = "print('tra
     return found[0]
 
 
+def gpus(change: JobChange) -> tuple[int, int]:
+    """GPUs requested before and after (small counts: the tests' jobs)."""
+    return int(change.gpus_before), int(change.gpus_after)
+
+
 def reasons(change: JobChange) -> dict[str, tuple[str, ...]]:
     return {role.role: role.restart_reasons for role in change.roles}
 
@@ -120,7 +127,7 @@ def test_replicas_change_tf_config_and_the_size(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("replicas: 2", "replicas: 3")))
     assert all("TF_CONFIG" in role.restart_reasons for role in change.roles)
     assert change.rescaled == (RoleChange("worker", 2, 3, change.rescaled[0].restart_reasons),)
-    assert (change.gpus_before, change.gpus_after) == (2, 3)
+    assert gpus(change) == (2, 3)
     text = as_text("main", "a" * 40, [change])
     assert "  replicas: worker 2 → 3\n" in text
     assert "  GPUs requested: 2 → 3\n" in text
@@ -129,7 +136,7 @@ def test_replicas_change_tf_config_and_the_size(tmp_path: Path) -> None:
 
 def test_gpus_per_pod(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("gpus: 1", "gpus: 4")))
-    assert (change.gpus_before, change.gpus_after) == (2, 8)
+    assert gpus(change) == (2, 8)
     assert reasons(change)["worker"] == ("resources",)
     assert reasons(change)["chief"] == (WITH_THE_JOB,)
     assert "  restarts chief, ps: with the job (worker changed)\n" in as_text(
@@ -162,7 +169,7 @@ def test_suspend_scales_to_zero_and_restarts_nothing(tmp_path: Path) -> None:
     assert change.restarting == ()
     assert [(role.role, role.replicas_before, role.replicas_after)
             for role in change.rescaled] == [("chief", 1, 0), ("ps", 1, 0), ("worker", 2, 0)]
-    assert (change.gpus_before, change.gpus_after) == (2, 0)
+    assert gpus(change) == (2, 0)
     assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")
 
 
@@ -208,11 +215,11 @@ def test_created_and_deleted_jobs(tmp_path: Path) -> None:
     assert [(change.job, change.state) for change in found] == [("new", "created"),
                                                                 ("old", "deleted")]
     created, deleted = found
-    assert (created.gpus_before, created.gpus_after) == (0, 2)
+    assert gpus(created) == (0, 2)
     assert created.restarting == () and deleted.restarting == ()
     assert deleted.deleted_claims == ()
     assert deleted.kept_claims == ("old-shared",)
-    assert (deleted.gpus_before, deleted.gpus_after) == (2, 0)
+    assert gpus(deleted) == (2, 0)
     text = as_text("main", "b" * 40, found)
     assert "new: created\n" in text
     assert "old: deleted: its pods stop and its objects are pruned\n" in text
@@ -437,3 +444,36 @@ def test_roles_restarting_with_the_job_are_told_why(tmp_path: Path) -> None:
     assert ("  restarts worker: with the job (p\\x1bs changed; a role added or removed)\n"
             in text)
     assert "\x1b" not in text + as_markdown("main", "a" * 40, [change])
+
+
+def _gpu_statefulset(replicas: Any, limit: Any) -> dict[str, Any]:
+    container = {"name": "tensorflow", "resources": {"limits": {"nvidia.com/gpu": limit}}}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "j-worker"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [container]}}}}
+
+
+def test_a_gpu_limit_of_any_length_is_counted_and_shown_short() -> None:
+    """A quantity is text in the files: more digits than Python converts to an int (4,300)
+    is counted exactly all the same, and the report shows its ends and its length."""
+    long_limit = "1" + "0" * 5_000
+    base = {"j": JobOutput((_gpu_statefulset(10 ** 90, long_limit),), ())}
+    head = {"j": JobOutput((_gpu_statefulset(2, "1"),), ())}
+    (change,) = compare(base, head)
+    assert change.gpus_before == Decimal("1" + "0" * 5_090)
+    assert change.gpus_after == 2
+    assert "  GPUs requested: 100000…000000 (5,091 digits) → 2\n" in as_text(
+        "main", "a" * 40, [change])
+    millions = {"j": JobOutput((_gpu_statefulset(3, "7" * 2_000_000),), ())}
+    (change,) = compare(millions, head)
+    assert change.gpus_before == EXACT.multiply(Decimal(3), Decimal("7" * 2_000_000))
+    assert "GPUs requested: 233333…333331 (2,000,001 digits) → 2" in as_markdown(
+        "main", "a" * 40, [change])
+
+
+@pytest.mark.parametrize("limit", ["1e3", "-1", "1.5", "\u0661", True, 2.0, None, [1]])
+def test_a_gpu_limit_that_is_not_a_whole_number_is_one_line(limit: Any) -> None:
+    base = {"j": JobOutput((_gpu_statefulset(1, limit),), ())}
+    with pytest.raises(DiffInputError, match=r"^job j: StatefulSet j-worker: the "
+                                             r"nvidia\.com/gpu limit is not a whole number "
+                                             r"of devices$"):
+        compare(base, {})

@@ -166,3 +166,17 @@ def test_an_output_outside_the_repository(repository: Path, tmp_path: Path) -> N
     (tmp_path / "other").mkdir()
     refused(tfcompile(repository, "diff", "HEAD", "-o", str(tmp_path / "other")),
             f"{tmp_path / 'other'}: is outside the git repository")
+
+
+def test_a_gpu_limit_longer_than_python_converts_at_base(repository: Path) -> None:
+    """A quantity string of 5,001 digits (past the 4,300 Python's int takes from text) is
+    counted, not a traceback."""
+    path = repository / "output" / "demo" / "statefulset-demo-worker.yaml"
+    good = path.read_text()
+    assert "nvidia.com/gpu: 1\n" in good
+    path.write_text(good.replace("nvidia.com/gpu: 1\n", f"nvidia.com/gpu: '1{'0' * 5_000}'\n"))
+    git(repository, "commit", "-q", "-a", "-m", "Many GPUs")
+    path.write_text(good)
+    result = tfcompile(repository, "diff", "HEAD")
+    assert result.returncode == 0, result.stderr
+    assert "  GPUs requested: 200000…000000 (5,001 digits) → 2" in result.stdout.splitlines()
