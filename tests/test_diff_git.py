@@ -102,13 +102,103 @@ def test_from_a_subdirectory_the_output_is_found_at_base_where_it_is_now(
     assert "  restarts chief, ps, worker: image" in result.stdout.splitlines()
 
 
-@pytest.mark.parametrize("base", ["no-such-branch", "HEAD~3", "--output=elsewhere", "-h",
-                                  "HEAD:output", "HEAD^{tree}", "main\x1b[2J"])
+@pytest.mark.parametrize("base", ["no-such-branch", "HEAD~3", "HEAD^{tree}", "main\x1b[2J"])
 def test_a_base_that_is_not_a_revision(repository: Path, base: str) -> None:
     shown = base.replace("\x1b", "\\x1b")
-    refused(tfcompile(repository, "diff", "--", base) if base.startswith("-")
-            else tfcompile(repository, "diff", base),
+    refused(tfcompile(repository, "diff", base),
             f"{shown}: is not a revision of this repository (a commit, branch or tag)")
+
+
+@pytest.mark.parametrize("base", ["--output=elsewhere", "-h", "--end-of-options"])
+def test_a_base_that_looks_like_an_option(repository: Path, base: str) -> None:
+    refused(tfcompile(repository, "diff", "--", base),
+            f"{base}: looks like an option; BASE is a commit, branch or tag")
+
+
+@pytest.mark.parametrize("base", [":0:output/demo/kustomization.yaml", ":output", "HEAD:output",
+                                  "HEAD:", ":/A job", "main^{/A}:output"])
+def test_a_base_that_names_a_path_or_the_index(repository: Path, base: str) -> None:
+    refused(tfcompile(repository, "diff", base),
+            f"{base}: names a file, a directory or the index (':'); BASE is a commit, branch "
+            "or tag")
+
+
+def test_a_colon_inside_braces_is_part_of_a_revision(repository: Path) -> None:
+    result = tfcompile(repository, "diff", "main@{2999-01-01 00:00:00}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[1:] == ["no job changes"]
+
+
+def executable(path: Path, script: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_core_fsmonitor_never_runs(repository: Path, tmp_path: Path) -> None:
+    """git runs `core.fsmonitor` when it reads the index: a BASE reaching the index is refused
+    before git sees it, and git runs with the setting off."""
+    marker = tmp_path / "fsmonitor-ran"
+    hook = executable(tmp_path / "fsmonitor", f"touch '{marker}'\nexit 1")
+    git(repository, "config", "core.fsmonitor", str(hook))
+    git(repository, "status")
+    assert marker.exists()  # the setting does run a program
+    marker.unlink()
+    for base in (":0:output/demo/kustomization.yaml", ":0:x^{commit}", "HEAD"):
+        tfcompile(repository, "diff", base)
+        assert not marker.exists(), base
+
+
+def missing_objects(clone: Path) -> set[str]:
+    """The objects a partial clone lacks, listed without fetching them."""
+    listed = git(clone, "rev-list", "--objects", "--missing=print", "--all")
+    return {line[1:] for line in listed.splitlines() if line.startswith("?")}
+
+
+@pytest.fixture
+def partial_clone(repository: Path, tmp_path: Path) -> Path:
+    """A clone without blobs (`--filter=blob:none`) of the repository after a second commit
+    that changes the job's image: it holds the blobs of its checkout (the second commit), not
+    those only the first commit has; its promisor remote is served from a local bare
+    repository."""
+    build(repository, JOB.replace("image: tf:1", "image: tf:2"))
+    git(repository, "add", "-A")
+    git(repository, "commit", "-q", "-m", "tf:2")
+    served = tmp_path / "served.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repository), str(served))
+    git(served, "config", "uploadpack.allowFilter", "true")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--filter=blob:none", f"file://{served}", str(clone))
+    return clone
+
+
+def test_a_partial_clone_fetches_nothing(partial_clone: Path) -> None:
+    """The first commit's changed files are not in the clone: diff refuses (exit 2) instead of
+    fetching them from the promisor remote."""
+    missing = missing_objects(partial_clone)
+    assert missing
+    result = tfcompile(partial_clone, "diff", "HEAD~1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert missing_objects(partial_clone) == missing
+
+
+@pytest.mark.parametrize("transport", ["ext", "ssh"])
+def test_a_partial_clone_s_remote_runs_no_program(partial_clone: Path, tmp_path: Path,
+                                                   transport: str) -> None:
+    """A promisor remote whose transport runs a program (`ext::`, allowed by the repository;
+    `core.sshCommand`) is never reached: git refuses every transport before starting one."""
+    marker = tmp_path / "transport-ran"
+    if transport == "ext":
+        git(partial_clone, "config", "protocol.ext.allow", "always")
+        git(partial_clone, "remote", "set-url", "origin", f"ext::sh -c touch% {marker}")
+    else:
+        command = executable(tmp_path / "ssh", f"touch '{marker}'\nexit 1")
+        git(partial_clone, "config", "core.sshCommand", str(command))
+        git(partial_clone, "remote", "set-url", "origin", "ssh://git.example.invalid/jobs")
+    result = tfcompile(partial_clone, "diff", "HEAD~1")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not marker.exists()
 
 
 def test_not_a_git_repository(tmp_path: Path) -> None:

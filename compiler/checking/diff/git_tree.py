@@ -2,10 +2,16 @@
 
 A checkout would touch the working tree the user is diffing against (and their uncommitted
 work); `git ls-tree` lists the tree at the revision and `git cat-file --batch` reads every blob
-in one process. BASE is resolved with `rev-parse --verify --end-of-options BASE^{commit}`, so
-an argument that starts with `-` is a name, never an option, and anything but a commit (a
-tree, a blob, a typo) is refused. The output directory is found at BASE where it is now
-relative to the repository's top, so `-o` means the same on both sides.
+in one process, git run as `git_command` runs it (no setting of the repository starts a
+program, nothing is fetched).
+
+BASE names a commit, and nothing else reaches git: an argument that looks like an option
+(`-…`) is refused, and so is a `:` outside `@{…}` or `^{…}`: `:path` and `:0:path` name the
+index, whose reading runs `core.fsmonitor`, `rev:path` names a file or a directory and `:/text`
+searches every commit's message. What is left is resolved with `rev-parse --verify
+--end-of-options BASE^{commit}`, so a tree, a blob or a typo is refused too. The output
+directory is found at BASE where it is now relative to the repository's top, so `-o` means the
+same on both sides.
 
 Refused with one line each (`DiffInputError`): not a git repository, BASE not a commit,
 `output/` missing or not a directory at BASE, a symbolic link or a submodule anywhere in it
@@ -16,21 +22,36 @@ from __future__ import annotations
 
 import os
 import posixpath
-import subprocess
 from pathlib import Path
 
 from tfcompile.compiler.printable import printable
 
+from .git_command import run_git
 from .trees import KUSTOMIZATION, DiffInputError, JobOutput, OutputTree, read_job
 
 _LINK_MODE = "120000"
 _SUBMODULE_MODE = "160000"
+_COMMIT_WORDS = "a commit, branch or tag"
+
+def check_base(base: str) -> None:
+    """Refuse, before git sees it, a BASE that looks like an option or names a path or the
+    index (a `:` outside braces, as git finds one)."""
+    if base.startswith("-"):
+        raise DiffInputError(f"{printable(base)}: looks like an option; BASE is {_COMMIT_WORDS}")
+    depth = 0
+    for character in base:
+        if character == "{":
+            depth += 1
+        elif character == "}" and depth:
+            depth -= 1
+        elif character == ":" and not depth:
+            raise DiffInputError(f"{printable(base)}: names a file, a directory or the index "
+                                 f"(':'); BASE is {_COMMIT_WORDS}")
 
 
 def _git(arguments: list[str], directory: Path, stdin: bytes | None = None) -> bytes | None:
     """git's output, or None when it failed (its message is not shown: it may echo BASE)."""
-    process = subprocess.run(["git", *arguments], cwd=directory, input=stdin,
-                             capture_output=True, check=False)
+    process = run_git(arguments, directory, stdin)
     return process.stdout if process.returncode == 0 else None
 
 
@@ -41,7 +62,7 @@ def _commit(base: str, directory: Path) -> str:
                  directory)
     if found is None:
         raise DiffInputError(f"{printable(base)}: is not a revision of this repository "
-                             "(a commit, branch or tag)")
+                             f"({_COMMIT_WORDS})")
     return found.decode().strip()
 
 
@@ -98,6 +119,7 @@ def _blobs(names: list[str], directory: Path) -> dict[str, bytes]:
 def read_revision(base: str, output: Path, directory: Path) -> tuple[str, OutputTree]:
     """The commit BASE names and the jobs of the output tree at it; `directory` is where the
     command runs (a relative `output` is relative to it)."""
+    check_base(base)
     commit = _commit(base, directory)
     path = _output_path(output, directory)
     shown_tree = f"{printable(path or '.')} at {printable(base)}"

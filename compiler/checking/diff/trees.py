@@ -26,11 +26,11 @@ from tfcompile.compiler.printable import printable
 from tfcompile.compiler.yaml_input import YamlInputError, read_document, read_generated_document
 from tfcompile.spec.yaml_limits import check_tokens
 
+from .errors import DiffInputError
+
+__all__ = ["KUSTOMIZATION", "DiffInputError", "JobOutput", "OutputTree", "read_job"]
+
 KUSTOMIZATION = "kustomization.yaml"
-
-
-class DiffInputError(Exception):
-    """An output tree that cannot be read; the message is one line saying where and why."""
 
 
 @dataclass(frozen=True)
