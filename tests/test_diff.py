@@ -4,7 +4,9 @@ Each test compiles a job twice in process (`build`, as `tfcompile build` writes 
 output trees as `diff` reads the working tree, and compares them: one test per kind of change
 (created, deleted, image, command or args, script, env, `TF_CONFIG`, resources, pod settings,
 replicas, GPUs, immutable fields, claims, suspend, components), then the report's wording and
-its safety against hostile names. Reading BASE from git is tested in `test_diff_git.py`.
+its safety against hostile names, the bounds of what is read, GPU counts of any length,
+which BASE reaches git and how a git tree is parsed. Reading BASE from git is tested in
+`test_diff_git.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPOSITORY, job_text
+from tfcompile.compiler.checking.diff import bounds
 from tfcompile.compiler.checking.diff.comparison import (
     EXACT,
     REVISION_ONLY,
@@ -25,6 +28,8 @@ from tfcompile.compiler.checking.diff.comparison import (
     RoleChange,
     compare,
 )
+from tfcompile.compiler.checking.diff.git_objects import tree_entries
+from tfcompile.compiler.checking.diff.git_tree import check_base
 from tfcompile.compiler.checking.diff.report import as_markdown, as_text, code
 from tfcompile.compiler.checking.diff.trees import (
     DiffInputError,
@@ -350,12 +355,20 @@ def test_hostile_names_are_printed_escaped() -> None:
     ({"kustomization.yaml": b"resources: [a.yaml]\n",
       "a.yaml": b"kind: ConfigMap\nmetadata: {name: !!int a}\n"},
      "output/j/a.yaml: is not valid YAML"),
+    ({"kustomization.yaml": b"resources: [" + b", ".join(
+        b"f%d.yaml" % index for index in range(65)) + b"]\n"},
+     "output/j/kustomization.yaml: lists 65 files, more than the 64 diff reads of one job; "
+     "tfcompile writes some twenty at most"),
+    ({"kustomization.yaml": b"resources: [a.yaml]\n",
+      "a.yaml": b"kind: ConfigMap\nmetadata: {name: a}\n#" + b"x" * 4 * 1024 * 1024},
+     "output/j/a.yaml: is larger than 4 MiB (4,194,341 bytes), the most diff reads of one "
+     "file; tfcompile writes none so large"),
 ], ids=["no-kustomization", "malformed", "outside", "missing-resource", "not-utf-8",
         "not-an-object", "kind-not-a-name", "resources-not-a-list", "nested-deeply",
-        "holds-itself", "alias-bomb", "tag-cannot-hold-it"])
+        "holds-itself", "alias-bomb", "tag-cannot-hold-it", "too-many-files", "too-large"])
 def test_an_unreadable_job_is_one_line(files: dict[str, bytes], message: str) -> None:
     with pytest.raises(DiffInputError) as raised:
-        read_job(files.get, lambda name: f"output/j/{name}")
+        read_job(files.get, lambda name: f"output/j/{name}", "output/j")
     assert str(raised.value) == message
 
 
@@ -477,3 +490,114 @@ def test_a_gpu_limit_that_is_not_a_whole_number_is_one_line(limit: Any) -> None:
                                              r"nvidia\.com/gpu limit is not a whole number "
                                              r"of devices$"):
         compare(base, {})
+
+
+CONFIG_MAP = "kind: ConfigMap\nmetadata: {name: %s}\n"
+
+
+def _job_directory(output: Path, job: str, files: dict[str, str]) -> None:
+    (output / job).mkdir(parents=True)
+    for name, text in files.items():
+        (output / job / name).write_text(text)
+
+
+def test_the_working_tree_is_read_within_the_bounds(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a job's kustomization and the files it lists are read, each within the bound of
+    one file, a job's within the bound of a job and every job's within the bound of a tree,
+    checked before the files are read."""
+    monkeypatch.setattr(bounds, "MAXIMUM_FILE_BYTES", 100)
+    monkeypatch.setattr(bounds, "MAXIMUM_JOB_BYTES", 180)
+    monkeypatch.setattr(bounds, "MAXIMUM_TREE_BYTES", 200)
+    output = tmp_path / "output"
+    listing = "resources: [a.yaml]\n"
+    _job_directory(output, "j", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a",
+                                 "unlisted.bin": "x" * 1000})
+    assert list(read_working_tree(output)) == ["j"]
+    (output / "j" / "a.yaml").write_text(CONFIG_MAP % "a" + "#" * 100)
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/j/a.yaml: is larger than 100 bytes (136 bytes), "
+                                 "the most diff reads of one file; tfcompile writes none so "
+                                 "large")
+    (output / "j" / "a.yaml").write_text(CONFIG_MAP % "a" + "#" * 50)
+    (output / "j" / "b.yaml").write_text(CONFIG_MAP % "b" + "#" * 50)
+    (output / "j" / "kustomization.yaml").write_text("resources: [a.yaml, b.yaml]\n")
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/j: its kustomization and the files it lists are "
+                                 "200 bytes, more than the 180 bytes diff reads of one job")
+    (output / "j" / "kustomization.yaml").write_text(listing)
+    _job_directory(output, "k", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a"})
+    assert sorted(read_working_tree(output)) == ["j", "k"]
+    _job_directory(output, "l", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a"})
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}: the jobs' kustomizations and the files they list "
+                                 "are more than the 200 bytes diff reads of one output tree")
+    (output / "l" / "kustomization.yaml").write_text(listing + "#" * 100)
+    with pytest.raises(DiffInputError, match=r"/output/l/kustomization\.yaml: is larger than "
+                                             r"100 bytes \(120 bytes\)"):
+        read_working_tree(output)
+
+
+@pytest.mark.parametrize("base", ["HEAD", "origin/main", "HEAD^1", "main@{2024-01-01 10:00:00}",
+                                  "HEAD^{/fix: a colon}", "v1.0^{commit}", "a" * 40])
+def test_a_base_naming_a_commit_goes_to_git(base: str) -> None:
+    check_base(base)
+
+
+@pytest.mark.parametrize(("base", "message"), [
+    ("-h", "-h: looks like an option; BASE is a commit, branch or tag"),
+    ("--output=x", "--output=x: looks like an option; BASE is a commit, branch or tag"),
+    (":0:output/x", ":0:output/x: names a file, a directory or the index (':'); BASE is a "
+                    "commit, branch or tag"),
+    ("HEAD@{1}:output", "HEAD@{1}:output: names a file, a directory or the index (':'); "
+                        "BASE is a commit, branch or tag"),
+    ("}:x", "}:x: names a file, a directory or the index (':'); BASE is a commit, branch or "
+            "tag"),
+    ("\x1b:", "\\x1b:: names a file, a directory or the index (':'); BASE is a commit, branch "
+              "or tag"),
+])
+def test_a_base_that_is_no_commit_never_reaches_git(base: str, message: str) -> None:
+    with pytest.raises(DiffInputError) as raised:
+        check_base(base)
+    assert str(raised.value) == message
+
+
+def test_a_git_tree_s_entries() -> None:
+    identifier = bytes(range(20))
+    data = (b"100644 kustomization.yaml\0" + identifier + b"40000 sub\0" + identifier
+            + b"120000 link\xff\0" + identifier)
+    assert tree_entries(data, 20) == {
+        "kustomization.yaml": (0o100644, identifier.hex()), "sub": (0o40000, identifier.hex()),
+        "link\udcff": (0o120000, identifier.hex())}
+    for broken in (data[:-1], b"100644 a", b"10064x a\0" + identifier, b"100644 a\0"):
+        with pytest.raises(ValueError):
+            tree_entries(broken, 20)
+
+
+def test_the_values_read_are_bounded_per_job_and_per_tree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a file costs to parse and compare is its values: a job's files, and every job's,
+    are held to a number of them, counted as each file is parsed (7 in each file here)."""
+    monkeypatch.setattr(bounds, "MAXIMUM_JOB_VALUES", 10)
+    monkeypatch.setattr(bounds, "MAXIMUM_TREE_VALUES", 20)
+    output = tmp_path / "output"
+    for job in ("j", "k"):
+        _job_directory(output, job, {"kustomization.yaml": "resources: [a.yaml]\n",
+                                     "a.yaml": CONFIG_MAP % "a", "b.yaml": CONFIG_MAP % "b"})
+    assert sorted(read_working_tree(output)) == ["j", "k"]
+    (output / "k" / "kustomization.yaml").write_text("resources: [a.yaml, b.yaml]\n")
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/k: its files hold more than 10 values (keys "
+                                 "included), the most diff reads of one job; tfcompile writes "
+                                 "some 2,000")
+    (output / "k" / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+    _job_directory(output, "l", {"kustomization.yaml": "resources: [a.yaml]\n",
+                                 "a.yaml": CONFIG_MAP % "a"})
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}: the jobs' files hold more than 20 values (keys "
+                                 "included), the most diff reads of one output tree")

@@ -18,7 +18,7 @@ pager starts when output is not a terminal. What remains, and how each is closed
   at all; older gits start it, and `GIT_ALLOW_PROTOCOL` set empty makes it refuse every
   transport before connecting or starting anything (it overrides `protocol.*.allow`), so the
   object stays missing on every version. git then ends the read (`could not fetch … from
-  promisor remote`), and `diff` refuses with exit 2;
+  promisor remote`), and `git_objects` says which path is not in this clone (exit 2);
 - `GIT_TERMINAL_PROMPT=0` and `--no-pager`: git never waits for a person.
 
 The user's system and global configuration are still read (`GIT_CONFIG_NOSYSTEM` is not set):
