@@ -4,25 +4,32 @@ Each test compiles a job twice in process (`build`, as `tfcompile build` writes 
 output trees as `diff` reads the working tree, and compares them: one test per kind of change
 (created, deleted, image, command or args, script, env, `TF_CONFIG`, resources, pod settings,
 replicas, GPUs, immutable fields, claims, suspend, components), then the report's wording and
-its safety against hostile names. Reading BASE from git is tested in `test_diff_git.py`.
+its safety against hostile names, the bounds of what is read, GPU counts of any length,
+which BASE reaches git and how a git tree is parsed. Reading BASE from git is tested in
+`test_diff_git.py`.
 """
 
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPOSITORY, job_text
+from tfcompile.compiler.checking.diff import bounds
 from tfcompile.compiler.checking.diff.comparison import (
+    EXACT,
     REVISION_ONLY,
     WITH_THE_JOB,
     JobChange,
     RoleChange,
     compare,
 )
+from tfcompile.compiler.checking.diff.git_objects import tree_entries
+from tfcompile.compiler.checking.diff.git_tree import check_base
 from tfcompile.compiler.checking.diff.report import as_markdown, as_text, code
 from tfcompile.compiler.checking.diff.trees import (
     DiffInputError,
@@ -73,6 +80,11 @@ def one(tmp_path: Path, before: str, after: str, script_after: str = "print('tra
     return found[0]
 
 
+def gpus(change: JobChange) -> tuple[int, int]:
+    """GPUs requested before and after (small counts: the tests' jobs)."""
+    return int(change.gpus_before), int(change.gpus_after)
+
+
 def reasons(change: JobChange) -> dict[str, tuple[str, ...]]:
     return {role.role: role.restart_reasons for role in change.roles}
 
@@ -120,7 +132,7 @@ def test_replicas_change_tf_config_and_the_size(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("replicas: 2", "replicas: 3")))
     assert all("TF_CONFIG" in role.restart_reasons for role in change.roles)
     assert change.rescaled == (RoleChange("worker", 2, 3, change.rescaled[0].restart_reasons),)
-    assert (change.gpus_before, change.gpus_after) == (2, 3)
+    assert gpus(change) == (2, 3)
     text = as_text("main", "a" * 40, [change])
     assert "  replicas: worker 2 → 3\n" in text
     assert "  GPUs requested: 2 → 3\n" in text
@@ -129,7 +141,7 @@ def test_replicas_change_tf_config_and_the_size(tmp_path: Path) -> None:
 
 def test_gpus_per_pod(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("gpus: 1", "gpus: 4")))
-    assert (change.gpus_before, change.gpus_after) == (2, 8)
+    assert gpus(change) == (2, 8)
     assert reasons(change)["worker"] == ("resources",)
     assert reasons(change)["chief"] == (WITH_THE_JOB,)
     assert "  restarts chief, ps: with the job (worker changed)\n" in as_text(
@@ -162,7 +174,7 @@ def test_suspend_scales_to_zero_and_restarts_nothing(tmp_path: Path) -> None:
     assert change.restarting == ()
     assert [(role.role, role.replicas_before, role.replicas_after)
             for role in change.rescaled] == [("chief", 1, 0), ("ps", 1, 0), ("worker", 2, 0)]
-    assert (change.gpus_before, change.gpus_after) == (2, 0)
+    assert gpus(change) == (2, 0)
     assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")
 
 
@@ -208,11 +220,11 @@ def test_created_and_deleted_jobs(tmp_path: Path) -> None:
     assert [(change.job, change.state) for change in found] == [("new", "created"),
                                                                 ("old", "deleted")]
     created, deleted = found
-    assert (created.gpus_before, created.gpus_after) == (0, 2)
+    assert gpus(created) == (0, 2)
     assert created.restarting == () and deleted.restarting == ()
     assert deleted.deleted_claims == ()
     assert deleted.kept_claims == ("old-shared",)
-    assert (deleted.gpus_before, deleted.gpus_after) == (2, 0)
+    assert gpus(deleted) == (2, 0)
     text = as_text("main", "b" * 40, found)
     assert "new: created\n" in text
     assert "old: deleted: its pods stop and its objects are pruned\n" in text
@@ -343,12 +355,20 @@ def test_hostile_names_are_printed_escaped() -> None:
     ({"kustomization.yaml": b"resources: [a.yaml]\n",
       "a.yaml": b"kind: ConfigMap\nmetadata: {name: !!int a}\n"},
      "output/j/a.yaml: is not valid YAML (line 2, column 18)"),
+    ({"kustomization.yaml": b"resources: [" + b", ".join(
+        b"f%d.yaml" % index for index in range(65)) + b"]\n"},
+     "output/j/kustomization.yaml: lists 65 files, more than the 64 diff reads of one job; "
+     "tfcompile writes some twenty at most"),
+    ({"kustomization.yaml": b"resources: [a.yaml]\n",
+      "a.yaml": b"kind: ConfigMap\nmetadata: {name: a}\n#" + b"x" * 4 * 1024 * 1024},
+     "output/j/a.yaml: is larger than 4 MiB (4,194,341 bytes), the most diff reads of one "
+     "file; tfcompile writes none so large"),
 ], ids=["no-kustomization", "malformed", "outside", "missing-resource", "not-utf-8",
         "not-an-object", "kind-not-a-name", "resources-not-a-list", "nested-deeply",
-        "holds-itself", "alias-bomb", "tag-cannot-hold-it"])
+        "holds-itself", "alias-bomb", "tag-cannot-hold-it", "too-many-files", "too-large"])
 def test_an_unreadable_job_is_one_line(files: dict[str, bytes], message: str) -> None:
     with pytest.raises(DiffInputError) as raised:
-        read_job(files.get, lambda name: f"output/j/{name}")
+        read_job(files.get, lambda name: f"output/j/{name}", "output/j")
     assert str(raised.value) == message
 
 
@@ -437,3 +457,147 @@ def test_roles_restarting_with_the_job_are_told_why(tmp_path: Path) -> None:
     assert ("  restarts worker: with the job (p\\x1bs changed; a role added or removed)\n"
             in text)
     assert "\x1b" not in text + as_markdown("main", "a" * 40, [change])
+
+
+def _gpu_statefulset(replicas: Any, limit: Any) -> dict[str, Any]:
+    container = {"name": "tensorflow", "resources": {"limits": {"nvidia.com/gpu": limit}}}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "j-worker"},
+            "spec": {"replicas": replicas, "template": {"spec": {"containers": [container]}}}}
+
+
+def test_a_gpu_limit_of_any_length_is_counted_and_shown_short() -> None:
+    """A quantity is text in the files: more digits than Python converts to an int (4,300)
+    is counted exactly all the same, and the report shows its ends and its length."""
+    long_limit = "1" + "0" * 5_000
+    base = {"j": JobOutput((_gpu_statefulset(10 ** 90, long_limit),), ())}
+    head = {"j": JobOutput((_gpu_statefulset(2, "1"),), ())}
+    (change,) = compare(base, head)
+    assert change.gpus_before == Decimal("1" + "0" * 5_090)
+    assert change.gpus_after == 2
+    assert "  GPUs requested: 100000…000000 (5,091 digits) → 2\n" in as_text(
+        "main", "a" * 40, [change])
+    millions = {"j": JobOutput((_gpu_statefulset(3, "7" * 2_000_000),), ())}
+    (change,) = compare(millions, head)
+    assert change.gpus_before == EXACT.multiply(Decimal(3), Decimal("7" * 2_000_000))
+    assert "GPUs requested: 233333…333331 (2,000,001 digits) → 2" in as_markdown(
+        "main", "a" * 40, [change])
+
+
+@pytest.mark.parametrize("limit", ["1e3", "-1", "1.5", "\u0661", True, 2.0, None, [1]])
+def test_a_gpu_limit_that_is_not_a_whole_number_is_one_line(limit: Any) -> None:
+    base = {"j": JobOutput((_gpu_statefulset(1, limit),), ())}
+    with pytest.raises(DiffInputError, match=r"^job j: StatefulSet j-worker: the "
+                                             r"nvidia\.com/gpu limit is not a whole number "
+                                             r"of devices$"):
+        compare(base, {})
+
+
+CONFIG_MAP = "kind: ConfigMap\nmetadata: {name: %s}\n"
+
+
+def _job_directory(output: Path, job: str, files: dict[str, str]) -> None:
+    (output / job).mkdir(parents=True)
+    for name, text in files.items():
+        (output / job / name).write_text(text)
+
+
+def test_the_working_tree_is_read_within_the_bounds(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a job's kustomization and the files it lists are read, each within the bound of
+    one file, a job's within the bound of a job and every job's within the bound of a tree,
+    checked before the files are read."""
+    monkeypatch.setattr(bounds, "MAXIMUM_FILE_BYTES", 100)
+    monkeypatch.setattr(bounds, "MAXIMUM_JOB_BYTES", 180)
+    monkeypatch.setattr(bounds, "MAXIMUM_TREE_BYTES", 200)
+    output = tmp_path / "output"
+    listing = "resources: [a.yaml]\n"
+    _job_directory(output, "j", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a",
+                                 "unlisted.bin": "x" * 1000})
+    assert list(read_working_tree(output)) == ["j"]
+    (output / "j" / "a.yaml").write_text(CONFIG_MAP % "a" + "#" * 100)
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/j/a.yaml: is larger than 100 bytes (136 bytes), "
+                                 "the most diff reads of one file; tfcompile writes none so "
+                                 "large")
+    (output / "j" / "a.yaml").write_text(CONFIG_MAP % "a" + "#" * 50)
+    (output / "j" / "b.yaml").write_text(CONFIG_MAP % "b" + "#" * 50)
+    (output / "j" / "kustomization.yaml").write_text("resources: [a.yaml, b.yaml]\n")
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/j: its kustomization and the files it lists are "
+                                 "200 bytes, more than the 180 bytes diff reads of one job")
+    (output / "j" / "kustomization.yaml").write_text(listing)
+    _job_directory(output, "k", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a"})
+    assert sorted(read_working_tree(output)) == ["j", "k"]
+    _job_directory(output, "l", {"kustomization.yaml": listing, "a.yaml": CONFIG_MAP % "a"})
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}: the jobs' kustomizations and the files they list "
+                                 "are more than the 200 bytes diff reads of one output tree")
+    (output / "l" / "kustomization.yaml").write_text(listing + "#" * 100)
+    with pytest.raises(DiffInputError, match=r"/output/l/kustomization\.yaml: is larger than "
+                                             r"100 bytes \(120 bytes\)"):
+        read_working_tree(output)
+
+
+@pytest.mark.parametrize("base", ["HEAD", "origin/main", "HEAD^1", "main@{2024-01-01 10:00:00}",
+                                  "HEAD^{/fix: a colon}", "v1.0^{commit}", "a" * 40])
+def test_a_base_naming_a_commit_goes_to_git(base: str) -> None:
+    check_base(base)
+
+
+@pytest.mark.parametrize(("base", "message"), [
+    ("-h", "-h: looks like an option; BASE is a commit, branch or tag"),
+    ("--output=x", "--output=x: looks like an option; BASE is a commit, branch or tag"),
+    (":0:output/x", ":0:output/x: names a file, a directory or the index (':'); BASE is a "
+                    "commit, branch or tag"),
+    ("HEAD@{1}:output", "HEAD@{1}:output: names a file, a directory or the index (':'); "
+                        "BASE is a commit, branch or tag"),
+    ("}:x", "}:x: names a file, a directory or the index (':'); BASE is a commit, branch or "
+            "tag"),
+    ("\x1b:", "\\x1b:: names a file, a directory or the index (':'); BASE is a commit, branch "
+              "or tag"),
+])
+def test_a_base_that_is_no_commit_never_reaches_git(base: str, message: str) -> None:
+    with pytest.raises(DiffInputError) as raised:
+        check_base(base)
+    assert str(raised.value) == message
+
+
+def test_a_git_tree_s_entries() -> None:
+    identifier = bytes(range(20))
+    data = (b"100644 kustomization.yaml\0" + identifier + b"40000 sub\0" + identifier
+            + b"120000 link\xff\0" + identifier)
+    assert tree_entries(data, 20) == {
+        "kustomization.yaml": (0o100644, identifier.hex()), "sub": (0o40000, identifier.hex()),
+        "link\udcff": (0o120000, identifier.hex())}
+    for broken in (data[:-1], b"100644 a", b"10064x a\0" + identifier, b"100644 a\0"):
+        with pytest.raises(ValueError):
+            tree_entries(broken, 20)
+
+
+def test_the_values_read_are_bounded_per_job_and_per_tree(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a file costs to parse and compare is its values: a job's files, and every job's,
+    are held to a number of them, counted as each file is parsed (7 in each file here)."""
+    monkeypatch.setattr(bounds, "MAXIMUM_JOB_VALUES", 10)
+    monkeypatch.setattr(bounds, "MAXIMUM_TREE_VALUES", 20)
+    output = tmp_path / "output"
+    for job in ("j", "k"):
+        _job_directory(output, job, {"kustomization.yaml": "resources: [a.yaml]\n",
+                                     "a.yaml": CONFIG_MAP % "a", "b.yaml": CONFIG_MAP % "b"})
+    assert sorted(read_working_tree(output)) == ["j", "k"]
+    (output / "k" / "kustomization.yaml").write_text("resources: [a.yaml, b.yaml]\n")
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}/k: its files hold more than 10 values (keys "
+                                 "included), the most diff reads of one job; tfcompile writes "
+                                 "some 2,000")
+    (output / "k" / "kustomization.yaml").write_text("resources: [a.yaml]\n")
+    _job_directory(output, "l", {"kustomization.yaml": "resources: [a.yaml]\n",
+                                 "a.yaml": CONFIG_MAP % "a"})
+    with pytest.raises(DiffInputError) as raised:
+        read_working_tree(output)
+    assert str(raised.value) == (f"{output}: the jobs' files hold more than 20 values (keys "
+                                 "included), the most diff reads of one output tree")

@@ -3,7 +3,8 @@
 Pure: trees in, `JobChange`s out, no files, no git (the fast tests compare trees in process).
 Per job that differs: created or deleted; for each role (a StatefulSet) whether its pods
 restart and why (`pod_template`), its replicas before and after, the GPUs the job requests
-before and after (replicas times the `*/gpu` limits of each pod's containers), the StatefulSets
+before and after (replicas times the `*/gpu` limits of each pod's containers, whole numbers of
+any length: see `EXACT`), the StatefulSets
 Kubernetes cannot update in place (`IMMUTABLE_FIELDS`, which `build` refuses without
 `--allow-recreate`), the claims that pruning deletes with their data, the components added or
 removed, and which other objects change.
@@ -18,6 +19,7 @@ alone. A role scaled from or to zero starts or stops; it does not restart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, Inexact, Rounded
 from typing import Any
 
 from tfcompile.compiler.objects.builders.launcher import without_revision_setting
@@ -39,6 +41,11 @@ _WORKLOADS = ("StatefulSet", "Deployment")
 WITH_THE_JOB = "with the job"
 REVISION_ONLY = "revision"
 RECREATED = "StatefulSet recreated"
+EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[Inexact, Rounded])
+"""GPU counts are added and multiplied as decimals in this context: whole numbers of any length,
+never rounded. A limit is text in the files (`nvidia.com/gpu: "1000…0"` is a valid quantity
+string), and Python's `int` refuses text of more than 4,300 digits (a traceback) and would take
+minutes over millions; a decimal reads and prints any length in time linear in it."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,8 @@ class JobChange:
     job: str
     state: str
     roles: tuple[RoleChange, ...]
-    gpus_before: int
-    gpus_after: int
+    gpus_before: Decimal
+    gpus_after: Decimal
     recreations: tuple[Recreation, ...] = ()
     deleted_claims: tuple[str, ...] = ()
     kept_claims: tuple[str, ...] = ()
@@ -103,30 +110,31 @@ def _replicas(job: str, item: dict[str, Any]) -> int:
     return value
 
 
-def _pod_gpus(job: str, item: dict[str, Any]) -> int:
+def _pod_gpus(job: str, item: dict[str, Any]) -> Decimal:
     spec = _mapping(_mapping(_mapping(item.get("spec")).get("template")).get("spec"))
     containers = spec.get("containers")
-    total = 0
+    total = Decimal(0)
     for container in containers if isinstance(containers, list) else []:
         limits = _mapping(_mapping(_mapping(container).get("resources")).get("limits"))
         for resource, quantity in limits.items():
             if not str(resource).endswith("/gpu"):
                 continue
-            if isinstance(quantity, str) and quantity.isdecimal() and quantity.isascii():
-                quantity = int(quantity)
-            if isinstance(quantity, bool) or not isinstance(quantity, int):
+            digits = isinstance(quantity, str) and quantity.isdecimal() and quantity.isascii()
+            if not digits and (isinstance(quantity, bool) or not isinstance(quantity, int)):
                 raise DiffInputError(f"{_where(job, item)}: the {printable(str(resource))} "
                                      "limit is not a whole number of devices")
-            total += quantity
+            total = EXACT.add(total, Decimal(quantity))
     return total
 
 
-def requested_gpus(job: str, output: JobOutput | None) -> int:
+def requested_gpus(job: str, output: JobOutput | None) -> Decimal:
     """GPUs the job's pods request: replicas times each pod's GPU limits."""
-    if output is None:
-        return 0
-    return sum(_replicas(job, item) * _pod_gpus(job, item)
-               for item in output.objects if item["kind"] in _WORKLOADS)
+    total = Decimal(0)
+    for item in output.objects if output is not None else ():
+        if item["kind"] in _WORKLOADS:
+            total = EXACT.add(total, EXACT.multiply(Decimal(_replicas(job, item)),
+                                                    _pod_gpus(job, item)))
+    return total
 
 
 def _role_name(name: str, item: dict[str, Any]) -> str:

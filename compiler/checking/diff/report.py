@@ -4,19 +4,24 @@ Every value that comes from the files (job, role, object and component names) is
 through `printable`, so a hostile output tree cannot send a terminal an escape sequence; in
 markdown each is also a code span, fenced by more backticks than it holds, so it cannot become
 a link, an image or HTML in the pull request. Jobs are printed in name order and each line's
-items in a fixed order: the same trees give the same bytes.
+items in a fixed order: the same trees give the same bytes. A count longer than a real one
+(`SHOWN_DIGITS`) is shown by its ends and its length: a limit of millions of digits in the
+files must not make a report of megabytes (a pull request's summary holds one MiB).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 
 from tfcompile.compiler.printable import printable
 
 from .comparison import WITH_THE_JOB, JobChange, RoleChange
 
 ARROW = "→"
+SHOWN_DIGITS = 30
+"""Counts up to this many digits are printed whole (a 64-bit count has at most 20)."""
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -27,6 +32,16 @@ def code(value: str) -> str:
     fence = "`" * (longest + 1)
     padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
     return f"{fence}{padded}{fence}"
+
+
+def number(value: Decimal) -> str:
+    """A whole number as digits, or by its ends and its length when longer than
+    `SHOWN_DIGITS`."""
+    text = f"{value:f}"
+    digits = len(text.lstrip("-"))
+    if digits <= SHOWN_DIGITS:
+        return text
+    return f"{text[:-digits + 6]}…{text[-6:]} ({digits:,} digits)"
 
 
 def _count(value: int | None) -> str:
@@ -58,7 +73,8 @@ def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str]
     if change.rescaled:
         lines.append("replicas: " + ", ".join(_replicas(role, name) for role in change.rescaled))
     if change.gpus_before != change.gpus_after:
-        lines.append(f"GPUs requested: {change.gpus_before} {ARROW} {change.gpus_after}")
+        lines.append(f"GPUs requested: {number(change.gpus_before)} {ARROW} "
+                     f"{number(change.gpus_after)}")
     for recreation in change.recreations:
         lines.append(f"{strong('recreates')} StatefulSet {name(recreation.statefulset)}: "
                      f"{', '.join(recreation.fields)} cannot change in place (`tfcompile "

@@ -4,6 +4,10 @@ The output directory is reached one component at a time without following a link
 (`output.location`), and each job directory and file is opened relative to it with O_NOFOLLOW,
 so a link planted in the tree is refused, naming it, as it is at BASE. A missing output
 directory is refused too: a typo in `-o` must not read as every job deleted.
+
+Each file's size is taken (lstat) before it is read, and the sizes of a job's listed files are
+held to `bounds` before any of them is read (a file that grows in between is refused once
+read).
 """
 
 from __future__ import annotations
@@ -16,19 +20,41 @@ from tfcompile.compiler.output.errors import OutputRefused
 from tfcompile.compiler.output.location import resolve
 from tfcompile.compiler.printable import printable
 
-from .trees import KUSTOMIZATION, DiffInputError, JobOutput, OutputTree, read_job
+from .bounds import TreeBudget, check_file
+from .trees import (
+    KUSTOMIZATION,
+    DiffInputError,
+    JobOutput,
+    OutputTree,
+    job_output,
+    read_listing,
+)
 
 
-def _read_job(job: Directory, shown_job: Path) -> JobOutput:
-    def read(name: str) -> bytes | None:
+def _read_job(job: Directory, shown_job: Path, budget: TreeBudget) -> JobOutput:
+    def shown(name: str) -> str:
+        return printable(str(shown_job / name))
+
+    def size(name: str) -> int | None:
+        """A regular file's size; None when it is missing or not a file."""
         status = job.status(name)
         if status is not None and stat.S_ISLNK(status.st_mode):
-            raise DiffInputError(f"{printable(str(shown_job / name))}: is a symbolic link, "
-                                 "which tfcompile never writes or follows")
+            raise DiffInputError(f"{shown(name)}: is a symbolic link, which tfcompile never "
+                                 "writes or follows")
+        return status.st_size if status is not None and stat.S_ISREG(status.st_mode) else None
+
+    def read(name: str) -> bytes | None:
         text = job.read(name)
         return text.encode("utf-8") if text is not None else None
 
-    return read_job(read, lambda name: printable(str(shown_job / name)))
+    kustomization_size = size(KUSTOMIZATION)
+    if kustomization_size is not None:
+        check_file(kustomization_size, shown(KUSTOMIZATION))
+    listing = read_listing(read(KUSTOMIZATION), shown(KUSTOMIZATION))
+    sizes = {KUSTOMIZATION: kustomization_size or 0}
+    for resource in listing.resources:
+        sizes[resource] = size(resource) or 0
+    return job_output(listing, read, shown, budget.add_job(sizes, shown, printable(str(shown_job))))
 
 
 def read_working_tree(output: Path) -> OutputTree:
@@ -41,6 +67,7 @@ def read_working_tree(output: Path) -> OutputTree:
                 raise DiffInputError(f"{printable(str(output))}: does not exist in the working "
                                      "tree")
             jobs: dict[str, JobOutput] = {}
+            budget = TreeBudget(printable(str(output)))
             with directory:
                 for name, status in sorted(directory.entries().items()):
                     if name.startswith("."):
@@ -56,7 +83,7 @@ def read_working_tree(output: Path) -> OutputTree:
                     with job:
                         if job.status(KUSTOMIZATION) is None:
                             continue  # not a job directory
-                        jobs[name] = _read_job(job, output / name)
+                        jobs[name] = _read_job(job, output / name, budget)
             return jobs
         finally:
             location.close()
