@@ -161,6 +161,16 @@ def test_the_sweeps_tensorboard_stays_as_trials_change_and_goes_with_the_sweep(
     assert build(run_cli, plain, tmp_path) == ["grid"]
 
 
+def test_a_job_named_as_a_sweeps_tensorboard_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]) -> None:
+    """`<sweep>-tensorboard` is the directory of the sweep's TensorBoard: a job of that name
+    would share it, and is refused at its name, saying whose name it is."""
+    monkeypatch.chdir(tmp_path)
+    text = "---\n".join([sweep_job(spec_lines=BOARD), job_text("grid-tensorboard")])
+    _refused_at(run_cli, text, "grid-tensorboard", "metadata.name",
+                "is also defined at job.yaml:4:9 (the TensorBoard of sweep 'grid' is named so)")
+
+
 def test_a_sweeps_load_balancer_tensorboard_takes_the_jobs_components(
         run_cli: Callable[..., Result], tmp_path: Path) -> None:
     """The TensorBoard's directory names the spec's components as a trial's does, so a

@@ -139,6 +139,7 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
     twice: list[LocatedProblem] = []
     compile_problems: list[LocatedProblem] = []
     first: dict[str, Location] = {}
+    boards: dict[str, str] = {}  # a sweep's TensorBoard's name -> the sweep's
     compiled: list[CompiledJob] = []
     defined: dict[Path, set[str]] = {}
     specs: dict[Path, SpecInput] = {}
@@ -170,11 +171,15 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
             if name in reused_names:
                 return None
             if name in first:
+                board = job.sweep_board or boards.get(name)
                 twice.append(job.locate(Problem(
-                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}; each "
-                    "job needs its own name (it names the output directory)")))
+                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}"
+                    + (f" (the TensorBoard of sweep {board!r} is named so)" if board else "")
+                    + "; each job needs its own name (it names the output directory)")))
                 continue
             first[name] = job.locations.locate(("metadata", "name"))
+            if job.sweep_board is not None:
+                boards[name] = job.sweep_board
             defined.setdefault(job.source.resolve(), set()).add(name)
             known = specs.get(job.source)
             specs[job.source] = SpecInput(job.source, job.source_digest,
