@@ -73,6 +73,10 @@ class LoadedJob:
     trial: Trial | None = None
     """For one trial of a sweep (`compiler.objects.sweep.trials`): its point; `job` is then
     the trial's job, named for it."""
+    sweep_board: str | None = None
+    """For the one TensorBoard of a sweep (`compiler.objects.sweep.sweep_board`): the sweep's
+    name; `job` is then the sweep's job named `<sweep>-tensorboard`, which compiles to that
+    TensorBoard alone, in an output directory of its own beside the trials'."""
 
     def locate(self, problem: Problem) -> LocatedProblem:
         location = self.locations.locate(problem.path, key=problem.key)

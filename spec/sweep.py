@@ -63,6 +63,21 @@ def points(job: TrainingJob) -> list[Trial]:
             for combination in itertools.product(*(sweep.parameters[name] for name in names))]
 
 
+def _check_board(job: TrainingJob) -> Iterator[Problem]:
+    """A sweep's TensorBoard is one, over every trial's logs, so it needs the one claim every
+    trial mounts: with `storage.shared.size` each trial gets a claim of its own, which no one
+    TensorBoard can read, and a board per trial (a Deployment and a Service each, a load
+    balancer each with `LoadBalancer`) is not what comparing trials asks for."""
+    shared = job.spec.storage.shared
+    if job.spec.tensorboard is None or shared is None or shared.existing_claim is not None:
+        return  # no shared storage at all: the TensorBoard's own rule says so at logDir
+    yield Problem(("spec", "tensorboard"),
+                  "a sweep has one TensorBoard over all its trials, and it reads one claim, but "
+                  "with storage.shared.size every trial gets a claim of its own: give "
+                  "storage.shared.existingClaim instead (every trial mounts it; have each log "
+                  "under a directory of its own, $(TFCOMPILE_TRIAL)), or remove tensorboard")
+
+
 def check_sweep(job: TrainingJob, reserved: tuple[str, ...]) -> Iterator[Problem]:
     """The problems of the job's `sweep`; `reserved` are the variables tfcompile sets."""
     sweep = job.spec.sweep
@@ -92,6 +107,7 @@ def check_sweep(job: TrainingJob, reserved: tuple[str, ...]) -> Iterator[Problem
                 yield Problem((*where, name, index), f"this value is also at [{first[value]}]; "
                               "each value makes trials of its own: give it once")
             first.setdefault(value, index)
+    yield from _check_board(job)
     count = trial_count(sweep)
     if count > MAXIMUM_TRIALS:
         sizes = " x ".join(str(len(values)) for values in sweep.parameters.values())

@@ -38,6 +38,7 @@ from tfcompile.compiler.checking.diff.trees import (
     read_job,
 )
 from tfcompile.compiler.checking.diff.working_tree import read_working_tree
+from tfcompile.compiler.objects.names import trial_name
 from tfcompile.compiler.output.build import BuildSettings, build
 
 ROLES = """\
@@ -307,6 +308,46 @@ def test_the_report_is_deterministic(tmp_path: Path) -> None:
     second = as_text("main", "d" * 40, changes(tmp_path / "2", jobs, after))
     assert first == second
     assert first.index("\na: changed") < first.index("\nb: changed")
+
+
+def sweep_spec(rates: str, board: bool = True) -> str:
+    """A sweep of two parameters over one claim, with the sweep's one TensorBoard."""
+    return job_text("grid", command="[python, train.py]", spec_lines=(
+        "storage:\n  shared: {mountPath: /mnt/shared, existingClaim: grid-logs}\n"
+        + ("tensorboard: {logDir: /mnt/shared/logs}\n" if board else "") +
+        f"sweep:\n  parameters:\n    LEARNING_RATE: [{rates}]\n    HIDDEN_LAYERS: [\"5\"]\n"),
+        roles="worker: {replicas: 1}")
+
+
+def test_a_trial_is_named_by_its_values_and_the_sweeps_tensorboard_as_that(
+        tmp_path: Path) -> None:
+    found = changes(tmp_path, {"grid": sweep_spec('"0.1", "0.2"')},
+                    {"grid": sweep_spec('"0.1", "0.3"')})
+    text = as_text("main", "f" * 40, found)
+    added, removed = (trial_name("grid", [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", rate)])
+                      for rate in ("0.3", "0.2"))
+    assert f"\n{added} (HIDDEN_LAYERS=5, LEARNING_RATE=0.3): created\n" in text
+    assert f"\n{removed} (HIDDEN_LAYERS=5, LEARNING_RATE=0.2): deleted" in text
+    markdown = as_markdown("main", "f" * 40, found)
+    assert f"#### `{added}` (`HIDDEN_LAYERS=5`, `LEARNING_RATE=0.3`): created\n" in markdown
+    board = changes(tmp_path / "board", {"grid": sweep_spec('"0.1"', board=False)},
+                    {"grid": sweep_spec('"0.1"')})  # no trial changes: only the board
+    assert as_text("main", "f" * 40, board).endswith(
+        "\ngrid-tensorboard (the TensorBoard of sweep grid): created\n")
+    assert [change.job for change in board] == ["grid-tensorboard"]
+
+
+def test_a_trials_values_are_printed_escaped() -> None:
+    state = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "j-state", "labels": {"tfcompile.dev/sweep": "s"},
+                          "annotations": {"tfcompile.dev/sweep-values":
+                                          '{"A": "\\u001b[2J`x`", "B\\u202e": "1"}'}}}
+    found = compare({}, {"j": JobOutput((state,), ())})
+    text = as_text("main", "f" * 40, found)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "j (A=\\x1b[2J`x`, B\\u202e=1): created" in text
+    assert "#### `j` (`` A=\\x1b[2J`x` ``, `B\\u202e=1`): created" in as_markdown(
+        "main", "f" * 40, found)
 
 
 def test_hostile_names_are_printed_escaped() -> None:

@@ -66,12 +66,14 @@ def test_the_job_without_a_launcher_runs_its_command_alone() -> None:
 
 
 def test_every_example_has_an_output_directory() -> None:
-    """One directory per job: an example's own, or one per trial of the sweep's 3 x 3 grid."""
+    """One directory per job: an example's own, or one per trial of the sweep's 3 x 3 grid
+    and one for the sweep's TensorBoard."""
     examples = sorted(p.parent.name for p in EXAMPLES.glob("*/job.yaml"))
     assert examples == ["mnist", "parameter-server", "sweep", "tensorflow1", "tf-spawner"]
     directories = sorted(p.name for p in OUTPUT.iterdir() if p.is_dir())
-    trials = [name for name in directories if name.startswith("sweep-")]
+    trials = [name for name in directories
+              if name.startswith("sweep-") and name != "sweep-tensorboard"]
     assert len(trials) == 9
     assert all(re.fullmatch(r"sweep-[0-9a-f]{8}", name) for name in trials), trials
     assert [name for name in directories if name not in trials] == [
-        name for name in examples if name != "sweep"]
+        "sweep-tensorboard" if name == "sweep" else name for name in examples]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +18,10 @@ from ruamel.yaml import YAML
 
 from tests.conftest import EXAMPLES, OVERLAYS, Result, job_directories, job_text
 from tests.test_spec_errors import _refused_at
+from tfcompile.compiler.checking.validation import validate
 from tfcompile.compiler.objects.names import trial_name
+from tfcompile.compiler.rendering.kustomize import render
+from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.sweep import MAXIMUM_TRIALS
 
 SWEEP = """\
@@ -72,23 +76,119 @@ def test_adding_a_value_renames_no_trial_and_removing_one_prunes_its_trials(
     assert all(not (tmp_path / "output" / name).exists() for name in gone)
 
 
+BOARD = """\
+storage:
+  shared: {mountPath: /mnt/shared, existingClaim: grid-logs}
+tensorboard: {logDir: /mnt/shared/logs}
+"""
+"""One claim every trial mounts, and a TensorBoard: the sweep's one, over all its trials."""
+
+
+@pytest.mark.parametrize(("spec_lines", "entries"), [("", 8), (BOARD, 9)],
+                         ids=["trials", "trials and their TensorBoard"])
 def test_building_another_job_keeps_every_trial_of_a_sweep(
-        run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sweep's spec defines its trials (by their names), not a job named as the spec: a
-    build of other jobs loads it to judge its trials' directories, and keeps them all."""
+        run_cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        spec_lines: str, entries: int) -> None:
+    """A sweep's spec defines its trials (by their names) and its TensorBoard, not a job named
+    as the spec: a build of other jobs loads it to judge their directories, and keeps them."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "jobs" / "grid").mkdir(parents=True)
-    (tmp_path / "jobs" / "grid" / "job.yaml").write_text(sweep_job())
+    (tmp_path / "jobs" / "grid" / "job.yaml").write_text(sweep_job(spec_lines=spec_lines))
     (tmp_path / "jobs" / "other").mkdir()
     (tmp_path / "jobs" / "other" / "job.yaml").write_text(job_text("other"))
     assert run_cli("build", "jobs").status == 0
     before = sorted(path.name for path in (tmp_path / "output").iterdir())  # README.md too
-    assert len(before) == 8
+    assert len(before) == entries
     result = run_cli("build", "jobs/other")
     assert result.status == 0, result.stderr
     assert "prune" not in result.stderr
     assert sorted(path.name for path in (tmp_path / "output").iterdir()) == before
     assert run_cli("build", "jobs/other", "--check").status == 0
+
+
+def test_a_sweep_has_one_tensorboard_over_every_trial_and_the_trials_none(
+        run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    """Not a Deployment and a Service per trial: one TensorBoard reading `logDir` on the claim
+    every trial mounts (each trial's directory a run), in a directory of its own that
+    Kustomize renders and `validate` accepts alone. It selects its pod by the sweep, so that
+    pod is no job's (`status` reads pods labelled with a job as that job's)."""
+    jobs = build(run_cli, sweep_job(spec_lines=BOARD), tmp_path)
+    trials = [name for name in jobs if name != "grid-tensorboard"]
+    assert len(trials) == 6 and "grid-tensorboard" in jobs
+    for name in trials:
+        files = [path.name for path in (tmp_path / "output" / name).iterdir()]
+        assert not [file for file in files if "tensorboard" in file], files
+    board = tmp_path / "output" / "grid-tensorboard"
+    assert sorted(path.name for path in board.iterdir()) == [
+        "deployment-grid-tensorboard.yaml", "kustomization.yaml",
+        "service-grid-tensorboard.yaml"]
+    objects = parse_manifests(render(board))
+    assert [(item["kind"], item["metadata"]["name"]) for item in objects] == [
+        ("Service", "grid-tensorboard"), ("Deployment", "grid-tensorboard")]
+    service, deployment = objects
+    selector = {"tfcompile.dev/sweep": "grid", "tfcompile.dev/component": "tensorboard"}
+    assert deployment["spec"]["selector"]["matchLabels"] == selector
+    assert service["spec"]["selector"] == selector
+    assert all("tfcompile.dev/job" not in labels for labels in [
+        service["metadata"]["labels"], deployment["metadata"]["labels"],
+        deployment["spec"]["template"]["metadata"]["labels"]])
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"][:3] == ["tensorboard", "--logdir", "/mnt/shared/logs"]
+    assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "grid-logs",
+                                                          "readOnly": True}
+    assert [str(problem) for problem in validate(board).problems] == []
+
+
+def test_the_sweeps_tensorboard_stays_as_trials_change_and_goes_with_the_sweep(
+        run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    """Adding a value leaves the TensorBoard byte for byte; removing `tensorboard:` prunes it
+    and changes no trial (it is in no trial's revision); a spec that is no sweep prunes it."""
+    build(run_cli, sweep_job(spec_lines=BOARD), tmp_path)
+    board = tmp_path / "output" / "grid-tensorboard"
+    texts = {path: path.read_bytes() for path in board.iterdir()}
+    more = build(run_cli, sweep_job(SWEEP.replace('"0.1"]', '"0.1", "1.0"]'),
+                                    spec_lines=BOARD), tmp_path)
+    assert len(more) == 9 and {path: path.read_bytes() for path in texts} == texts
+    trials = {path: path.read_bytes() for path in (tmp_path / "output").rglob("*.yaml")
+              if path.parent != board}
+    without = build(run_cli, sweep_job(SWEEP.replace('"0.1"]', '"0.1", "1.0"]'),
+                                       spec_lines=BOARD.split("tensorboard:")[0]), tmp_path)
+    assert "grid-tensorboard" not in without and not board.exists() and len(without) == 8
+    assert {path: path.read_bytes() for path in trials} == trials
+    build(run_cli, sweep_job(spec_lines=BOARD), tmp_path)
+    assert board.is_dir()
+    plain = job_text("grid", command="[python, train.py]", spec_lines=BOARD)
+    assert build(run_cli, plain, tmp_path) == ["grid"]
+
+
+def test_a_job_named_as_a_sweeps_tensorboard_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: Callable[..., Result]) -> None:
+    """`<sweep>-tensorboard` is the directory of the sweep's TensorBoard: a job of that name
+    would share it, and is refused at its name, saying whose name it is."""
+    monkeypatch.chdir(tmp_path)
+    text = "---\n".join([sweep_job(spec_lines=BOARD), job_text("grid-tensorboard")])
+    _refused_at(run_cli, text, "grid-tensorboard", "metadata.name",
+                "is also defined at job.yaml:4:9 (the TensorBoard of sweep 'grid' is named so)")
+
+
+def test_a_sweeps_load_balancer_tensorboard_takes_the_jobs_components(
+        run_cli: Callable[..., Result], tmp_path: Path) -> None:
+    """The TensorBoard's directory names the spec's components as a trial's does, so a
+    `LoadBalancer` that the azure component makes internal is internal there too."""
+    shutil.copytree(OVERLAYS, tmp_path / "overlays")
+    board = BOARD.replace("/logs}", "/logs, serviceType: LoadBalancer}") + "overlays: [azure]\n"
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "job.yaml").write_text(sweep_job(spec_lines=board))
+    result = run_cli("build", str(tmp_path / "jobs"), "-o", str(tmp_path / "output"),
+                     "--overlays", str(tmp_path / "overlays"))
+    assert result.status == 0, result.stderr
+    directory = tmp_path / "output" / "grid-tensorboard"
+    (service,) = [item for item in parse_manifests(render(directory))
+                  if item["kind"] == "Service"]
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["metadata"]["annotations"][
+        "service.beta.kubernetes.io/azure-load-balancer-internal"] == "true"
+    assert [str(problem) for problem in validate(directory).problems] == []
 
 
 def test_a_trial_sees_its_values_before_the_jobs_own_variables(
@@ -167,9 +267,12 @@ MANY = ", ".join(f'"{index}"' for index in range(11))
      "spec.sweep.objective.metric", "must be a metric name"),
     ('sweep:\n  parameters: {A: ["1"]}\n  objective: {metric: a, goal: best}\n', "best",
      "spec.sweep.objective.goal", "maximize"),
+    ('storage:\n  shared: {mountPath: /mnt/shared, size: 1Gi}\n'
+     'tensorboard: {logDir: /mnt/shared/logs}\nsweep:\n  parameters: {A: ["1"]}\n',
+     "tensorboard:", "spec.tensorboard", "give storage.shared.existingClaim instead"),
 ], ids=["no parameter", "no value", "a value twice", "a number", "a variable tfcompile sets",
         "a variable the job sets", "not a variable name", "too many trials", "a bad metric",
-        "a bad goal"])
+        "a bad goal", "a TensorBoard over a claim per trial"])
 def test_each_sweep_mistake_is_located(sweep: str, place: str, field: str, says: str,
                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        run_cli: Callable[..., Result]) -> None:

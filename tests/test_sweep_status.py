@@ -106,10 +106,33 @@ def test_a_result_of_another_revision_or_not_numbers_is_not_shown() -> None:
     assert mixed.result_note == "unreadable: not a JSON object of finite numbers"
 
 
+def test_a_failed_trials_reason_is_in_the_table() -> None:
+    """Why a trial has no result is in the table, not only in --json: its tasks' failure
+    records of the deployed revision, after any note about its result."""
+    failed = status_of("grid-aaaaaaaa", {"RATE": "1"},
+                       {"worker-0": f"failed {REVISION} exit 3 after 2 restarts"})
+    stale = status_of("grid-bbbbbbbb", {"RATE": "2"},
+                      {"worker-0": f"failed {OLD} exit 1 after 0 restarts"})
+    lines = as_text([failed, stale]).splitlines()
+    assert lines[2].split(None, 3) == ["grid-aaaaaaaa", "1", "Failed",
+                                       "failed: worker-0: exit 3 after 2 restarts"]
+    assert lines[3].split() == ["grid-bbbbbbbb", "2", "Running", "-"]
+    refused = status_of("grid-cccccccc", {"RATE": "3"}, {
+        "worker-0": f"failed {REVISION} deadline 1h passed",
+        "result": f"{REVISION} refused: not JSON"})
+    assert as_text([refused]).splitlines()[2].split(None, 3)[3] == (
+        "refused: not JSON; failed: worker-0: deadline 1h passed")
+
+
 def test_text_from_the_cluster_is_printed_escaped() -> None:
     hostile = status_of("grid-aaaaaaaa", {"RATE": "\x1b[2J"}, succeeded('{"\x1b]0;x":1}'))
     text = as_text([hostile])
     assert "\x1b" not in text and "\\x1b[2J" in text
+    failed = status_of("grid-bbbbbbbb", {"RATE": "1"},
+                       {"worker-0": f"failed {REVISION} exit 3\x1b]0;owned\x07"})
+    text = as_text([failed])
+    assert "\x1b" not in text and "\x07" not in text
+    assert "failed: worker-0: exit 3\\x1b]0;owned\\x07" in text
 
 
 def test_the_committed_output_names_each_trials_sweep_and_point() -> None:

@@ -73,8 +73,8 @@ EXAMPLE_NAMES = sorted(path.parent.name for path in EXAMPLES.glob("*/job.yaml"))
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_compiled_examples_validate_cleanly(example: str, tmp_path: Path) -> None:
     compile_example(example, tmp_path / "output")
-    jobs = job_directories(tmp_path / "output")  # the sweep's: a job per trial
-    assert len(jobs) == (9 if example == "sweep" else 1)
+    jobs = job_directories(tmp_path / "output")  # the sweep's: a job per trial, its board
+    assert len(jobs) == (10 if example == "sweep" else 1)
     for job in jobs:
         report = validate(job)
         assert messages(report) == []

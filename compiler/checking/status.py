@@ -369,7 +369,9 @@ def as_text(statuses: list[JobStatus]) -> str:
             sweeps.setdefault(status.sweep, []).append(status)
     for sweep, trials in sorted(sweeps.items()):
         trial_rows = [TrialRow(trial.name, trial.namespace, trial.phase, trial.values,
-                               trial.result, trial.result_note) for trial in trials]
+                               trial.result, trial.result_note,
+                               tuple(failure for role in trial.roles for failure in role.failed))
+                      for trial in trials]
         lines.extend(sweep_table(sweep, trial_rows, trials[0].objective))
         lines.extend(f"  {printable(trial.name)}: {_unreadable(trial)}" for trial in trials
                      if trial.unreadable)

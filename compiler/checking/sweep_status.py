@@ -7,7 +7,9 @@ the compiler), and, once its training wrote one and succeeded, its result (`resu
 file was no result). A result counts only for the revision that is deployed: a trial changed
 since is running again. A record is read with the launcher's own rule (`parse_result`: bounded
 in bytes, no number beyond a double, no nesting), and one that breaks it, whoever wrote it, is
-shown as unreadable, never an exception: one odd trial must not hide the others.
+shown as unreadable, never an exception: one odd trial must not hide the others. A failed
+trial's reason (its tasks' failure records) is in the same column, so the table says why a
+trial has no result without `--json`.
 
 "Best" is the sweep's `objective`: the trials whose result has its metric come first, highest
 first for `maximize` and lowest first for `minimize`; then the others. Without an objective,
@@ -137,6 +139,8 @@ class TrialRow:
     result: dict[str, float] | None
     note: str = ""
     """Why a recorded result has no numbers (`RecordedResult.note`)."""
+    failures: tuple[str, ...] = ()
+    """A failed trial's failure records of the deployed revision (`<task>: <reason>`)."""
 
 
 def _ranked(rows: list[TrialRow], objective: str) -> list[TrialRow]:
@@ -153,11 +157,18 @@ def _ranked(rows: list[TrialRow], objective: str) -> list[TrialRow]:
 
 
 def _result_cell(row: TrialRow) -> str:
-    """The RESULT column: the numbers, else why there are none (refused, unreadable), else `-`."""
+    """The RESULT column: the numbers, else why there are none (refused, unreadable), and a
+    failed trial's reason (`failed: worker-0: exit 3 after 2 restarts`), so that one table
+    says why a trial has no result; `-` when there is nothing to say."""
+    parts = []
     if row.result:
-        return ", ".join(f"{printable(name)}={value:.6g}"
-                         for name, value in sorted(row.result.items()))
-    return printable(row.note) if row.note else ABSENT
+        parts.append(", ".join(f"{printable(name)}={value:.6g}"
+                               for name, value in sorted(row.result.items())))
+    elif row.note:
+        parts.append(printable(row.note))
+    if row.failures:
+        parts.append("failed: " + "; ".join(printable(failure) for failure in row.failures))
+    return "; ".join(parts) or ABSENT
 
 
 def sweep_table(sweep: str, rows: list[TrialRow], objective: str) -> list[str]:

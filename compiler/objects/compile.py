@@ -65,8 +65,12 @@ def build_objects(loaded: LoadedJob, program: LauncherProgram) -> list[dict[str,
     """Every object of the job, in a fixed order, with `program` as its launcher; raises
     `SpecError` for limits a spec breaks. A job with `launcher: none` has no launcher
     ConfigMap, ServiceAccount, Role or RoleBinding; its state ConfigMap stays (what
-    `tfcompile status` reads: the revision, a trial's point, and that it has no launcher)."""
+    `tfcompile status` reads: the revision, a trial's point, and that it has no launcher).
+    A sweep's TensorBoard (`LoadedJob.sweep_board`) is its Deployment and Service alone."""
     job, script, trial = loaded.job, loaded.script, loaded.trial
+    if loaded.sweep_board is not None:
+        return [tensorboard_deployment(job, loaded.sweep_board),
+                tensorboard_service(job, loaded.sweep_board)]
     given = None if trial is None else trial.sweep
     problems = [*check_name_lengths(job, given), *check_tf_config_size(job)]
     if problems:

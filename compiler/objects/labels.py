@@ -22,7 +22,8 @@ SUSPENDED_ANNOTATION = "tfcompile.dev/suspended"
 LAUNCHER_ANNOTATION = "tfcompile.dev/launcher"
 """On the state ConfigMap of a job with `launcher: none`: `none` (nothing records its outcome)."""
 SWEEP_LABEL = "tfcompile.dev/sweep"
-"""On every object of a sweep's trial: the job name its spec gives (never in a selector)."""
+"""On every object of a sweep's trial: the job name its spec gives (never in a trial's
+selector); on the sweep's TensorBoard too, which selects its pod by it and the component."""
 SWEEP_VALUES_ANNOTATION = "tfcompile.dev/sweep-values"
 SWEEP_OBJECTIVE_ANNOTATION = "tfcompile.dev/sweep-objective"
 """On a trial's state ConfigMap: its point (JSON) and the sweep's objective (`<metric>
@@ -43,6 +44,12 @@ def role_selector(job: str, role: RoleName) -> dict[str, str]:
 
 def tensorboard_selector(job: str) -> dict[str, str]:
     return {JOB_LABEL: job, COMPONENT_LABEL: TENSORBOARD_COMPONENT}
+
+
+def sweep_tensorboard_selector(sweep: str) -> dict[str, str]:
+    """What a sweep's one TensorBoard selects on: the sweep, not a job, so that its pod is no
+    job's (`tfcompile status` reads the pods labelled with a job as that job's)."""
+    return {SWEEP_LABEL: sweep, COMPONENT_LABEL: TENSORBOARD_COMPONENT}
 
 
 def object_labels(job: TrainingJob, component: str, selector: dict[str, str]) -> dict[str, str]:

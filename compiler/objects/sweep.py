@@ -7,6 +7,15 @@ point (`LoadedJob.trial`), which the builders turn into the training's variables
 ConfigMap's annotations. Everything after this step sees ordinary jobs: their own output
 directories, Argo CD Applications, pods and state; a point removed from the grid is a job its
 spec no longer defines, and its directory is pruned like any other.
+
+A sweep with `tensorboard:` gets one TensorBoard over every trial's logs, not one per trial:
+the trials share one claim (`existingClaim`: a claim per trial is refused at
+`spec.tensorboard`), each logging under a directory of its own, and one TensorBoard reading
+`logDir` shows each of those directories as a run. It is compiled as a job-like directory of
+its own, `<sweep>-tensorboard` (`sweep_board`), that the spec defines beside its trials: it
+applies alone (an Argo CD Application of its own), adding or removing a trial leaves it as it
+is, and it is pruned by the same rule as a trial, when the spec is gone or no longer defines
+it (no `sweep:`, or no `tensorboard:`). The trials themselves get no TensorBoard.
 """
 
 from __future__ import annotations
@@ -21,9 +30,9 @@ from tfcompile.spec.sweep import RESULT_VARIABLE, TRIAL_VARIABLE, Trial, points
 
 from .labels import SWEEP_LABEL
 from .launcher import RESULT_FILE
-from .names import check_name_lengths, trial_name
+from .names import check_name_lengths, tensorboard_name, trial_name
 
-__all__ = ["trial_environment", "trial_values", "trials"]
+__all__ = ["sweep_board", "sweep_jobs", "trial_environment", "trial_values", "trials"]
 
 
 def trials(loaded: LoadedJob) -> list[LoadedJob]:
@@ -46,7 +55,7 @@ def trials(loaded: LoadedJob) -> list[LoadedJob]:
         labels = {**metadata.labels, SWEEP_LABEL: point.sweep}
         job = loaded.job.model_copy(update={
             "metadata": metadata.model_copy(update={"name": name, "labels": labels}),
-            "spec": loaded.job.spec.model_copy(update={"sweep": None}),
+            "spec": loaded.job.spec.model_copy(update={"sweep": None, "tensorboard": None}),
         })
         if not expanded:
             problems = list(check_name_lengths(job, given=point.sweep))
@@ -54,6 +63,31 @@ def trials(loaded: LoadedJob) -> list[LoadedJob]:
                 raise loaded.fail(problems)
         expanded.append(dataclasses.replace(loaded, job=job, trial=point))
     return expanded
+
+
+def sweep_board(loaded: LoadedJob) -> LoadedJob | None:
+    """The sweep's one TensorBoard as a job of its own named `<sweep>-tensorboard`, labelled
+    with the sweep's name as its trials are; None for a job that is no sweep or has none.
+    Its name fits wherever the trials' do: a trial's StatefulSet name is longer."""
+    job = loaded.job
+    if job.spec.sweep is None or job.spec.tensorboard is None:
+        return None
+    sweep = job.metadata.name
+    metadata = job.metadata
+    labels = {**metadata.labels, SWEEP_LABEL: sweep}
+    board = job.model_copy(update={
+        "metadata": metadata.model_copy(update={"name": tensorboard_name(sweep),
+                                                "labels": labels}),
+        "spec": job.spec.model_copy(update={"sweep": None}),
+    })
+    return dataclasses.replace(loaded, job=board, script=None, sweep_board=sweep)
+
+
+def sweep_jobs(loaded: LoadedJob) -> list[LoadedJob]:
+    """Every job-like directory a loaded spec compiles to: its trials (or itself), then the
+    sweep's TensorBoard when it has one. Raises `SpecError` as `trials` does."""
+    board = sweep_board(loaded)
+    return [*trials(loaded), *([] if board is None else [board])]
 
 
 def _shown(point: Trial) -> str:

@@ -3,8 +3,10 @@
 This is the I/O around the pure compiler: it resolves paths (overlays, sources) relative to the
 output directory so that the generated kustomizations work wherever the repository is cloned,
 and it tells the planner which spec file defines which jobs, so that pruning goes by source. A
-spec with `sweep:` defines one job per trial (`objects.sweep.trials`): a trial whose point left
-the grid is a job its spec no longer defines, and is pruned as one.
+spec with `sweep:` defines one job per trial (`objects.sweep.trials`), and with `tensorboard:`
+one more directory, the sweep's TensorBoard (`objects.sweep.sweep_board`): a trial whose point
+left the grid, or a TensorBoard the spec no longer asks for, is a job its spec no longer
+defines, and is pruned as one.
 
 Besides the files that look like job specs, a build loads the specs the output tree names as
 its jobs' sources when they lie in a directory searched (`build --check`: wherever they lie), so
@@ -19,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfcompile.compiler.objects.sweep import trials
+from tfcompile.compiler.objects.sweep import sweep_jobs
 from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.ownership import kept_note
@@ -138,6 +140,7 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
     twice: list[LocatedProblem] = []
     compile_problems: list[LocatedProblem] = []
     first: dict[str, Location] = {}
+    boards: dict[str, str] = {}  # a sweep's TensorBoard's name -> the sweep's
     compiled: list[CompiledJob] = []
     defined: dict[Path, set[str]] = {}
     specs: dict[Path, SpecInput] = {}
@@ -152,15 +155,16 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
             continue
         loaded: list[LoadedJob] = []
         sweeps: dict[str, int] = {}  # the first trial of each sweep -> its number of trials
-        for document in documents:  # a sweep is one job per trial from here on
+        for document in documents:  # a sweep is one job per trial (and its board) from here
             try:
-                expanded = trials(document)
+                expanded = sweep_jobs(document)
             except SpecError as error:
                 load_problems.extend([*error.problems,
                                       *_kept_notes(path, recorded, settings)])
                 continue
             if document.job.spec.sweep is not None:
-                sweeps[expanded[0].job.metadata.name] = len(expanded)
+                sweeps[expanded[0].job.metadata.name] = sum(
+                    1 for job in expanded if job.trial is not None)
             loaded.extend(expanded)
         too_large: set[str] = set()  # sweeps refused for their size: their other trials skipped
         for job in loaded:
@@ -168,11 +172,15 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
             if name in reused_names:
                 return None
             if name in first:
+                board = job.sweep_board or boards.get(name)
                 twice.append(job.locate(Problem(
-                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}; each "
-                    "job needs its own name (it names the output directory)")))
+                    ("metadata", "name"), f"job {name!r} is also defined at {first[name]}"
+                    + (f" (the TensorBoard of sweep {board!r} is named so)" if board else "")
+                    + "; each job needs its own name (it names the output directory)")))
                 continue
             first[name] = job.locations.locate(("metadata", "name"))
+            if job.sweep_board is not None:
+                boards[name] = job.sweep_board
             defined.setdefault(job.source.resolve(), set()).add(name)
             known = specs.get(job.source)
             specs[job.source] = SpecInput(job.source, job.source_digest,
@@ -181,7 +189,8 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
                                    script_digest(job.script), tuple(job.job.spec.overlays)))
             if load_problems or twice:
                 continue  # only the problems of loading will be reported: compile nothing
-            if job.trial is not None and job.trial.sweep in too_large:
+            sweep = job.trial.sweep if job.trial is not None else job.sweep_board
+            if sweep in too_large:
                 continue
             result = _compile(settings, job, available, compile_problems, output)
             if result is not None and name in sweeps:

@@ -116,13 +116,13 @@ def kept_note(source: Path, job: str, directory: Path) -> LocatedProblem:
 
 
 def loaded_jobs(source: Path) -> frozenset[str]:
-    """The jobs a spec defines as a build would load it (a sweep's trials by their names);
-    raises `SpecError` when it does not load."""
-    from tfcompile.compiler.objects.sweep import trials  # only a job to judge needs them
+    """The jobs a spec defines as a build would load it (a sweep's trials and its TensorBoard
+    by their names); raises `SpecError` when it does not load."""
+    from tfcompile.compiler.objects.sweep import sweep_jobs  # only a job to judge needs them
     from tfcompile.spec.loading import load_jobs
 
-    return frozenset(trial.job.metadata.name for document in load_jobs(source)
-                     for trial in trials(document))
+    return frozenset(job.job.metadata.name for document in load_jobs(source)
+                     for job in sweep_jobs(document))
 
 
 def still_defines(directory: JobDirectory, defined: dict[Path, frozenset[str]], *,

@@ -7,7 +7,8 @@ before and after (replicas times the `*/gpu` limits of each pod's containers, wh
 any length: see `EXACT`), the StatefulSets
 Kubernetes cannot update in place (`IMMUTABLE_FIELDS`, which `build` refuses without
 `--allow-recreate`), the claims that pruning deletes with their data, the components added or
-removed, and which other objects change.
+removed, and which other objects change. A sweep's trial is named by its values as well as its
+directory (its state ConfigMap's, as `status` reads them), and the sweep's TensorBoard as that.
 
 A role whose template differs only in its revision annotation restarts all the same (the pod
 template changed): because the data of a ConfigMap its pods mount changed under the same name;
@@ -28,10 +29,17 @@ from tfcompile.compiler.objects.builders.storage import (
     FLUX_PRUNE,
     KEEP_OPTIONS,
 )
-from tfcompile.compiler.objects.labels import ROLE_LABEL
+from tfcompile.compiler.objects.labels import (
+    COMPONENT_LABEL,
+    ROLE_LABEL,
+    SWEEP_LABEL,
+    TENSORBOARD_COMPONENT,
+)
+from tfcompile.compiler.objects.names import state_config_map_name
 from tfcompile.compiler.output.immutable_fields import IMMUTABLE_FIELDS
 from tfcompile.compiler.printable import printable
 
+from ..sweep_status import trial_info
 from .pod_template import mounted_config_maps, restart_reasons, revision_of
 from .trees import DiffInputError, JobOutput, OutputTree
 
@@ -85,6 +93,10 @@ class JobChange:
     roles_added_or_removed: bool = False
     other_objects: tuple[tuple[str, str, str], ...] = field(default=())
     """(kind, name, added | removed | changed) of the objects other than StatefulSets."""
+    trial_values: tuple[tuple[str, str], ...] = ()
+    """A sweep's trial: its values, by parameter name (empty for any other job)."""
+    board_of: str | None = None
+    """A sweep's one TensorBoard: the sweep's name."""
 
     @property
     def restarting(self) -> tuple[RoleChange, ...]:
@@ -226,6 +238,27 @@ def _other_objects(base: JobOutput | None, head: JobOutput | None
     return tuple(described)
 
 
+def _trial_values(job: str, output: JobOutput) -> tuple[tuple[str, str], ...]:
+    """The point of a trial, from its state ConfigMap, by parameter name; empty when the job
+    is no trial or its state does not say."""
+    info = trial_info(output.of_kind("ConfigMap").get(state_config_map_name(job), {}))
+    return tuple(sorted(info.values.items())) if info is not None else ()
+
+
+def _board_of(output: JobOutput) -> str | None:
+    """The sweep whose one TensorBoard the job directory is (a Deployment selecting the
+    sweep's TensorBoard, and no StatefulSet), or None."""
+    if output.of_kind(STATEFUL_SET):
+        return None
+    for item in output.of_kind("Deployment").values():
+        selector = _mapping(_mapping(item.get("spec")).get("selector")).get("matchLabels")
+        selector = _mapping(selector)
+        sweep = selector.get(SWEEP_LABEL)
+        if selector.get(COMPONENT_LABEL) == TENSORBOARD_COMPONENT and isinstance(sweep, str):
+            return sweep
+    return None
+
+
 def compare_job(job: str, base: JobOutput | None, head: JobOutput | None) -> JobChange | None:
     """What merging does to one job; None when its objects and components are the same."""
     if base == head:
@@ -237,6 +270,8 @@ def compare_job(job: str, base: JobOutput | None, head: JobOutput | None) -> Job
     components_before = set(base.components) if base is not None else set()
     components_after = set(head.components) if head is not None else set()
     roles = _roles(job, base, head, {item.statefulset for item in recreations})
+    described = head if head is not None else base
+    assert described is not None
     before_roles = {role.role for role in roles if role.replicas_before is not None}
     after_roles = {role.role for role in roles if role.replicas_after is not None}
     return JobChange(
@@ -259,6 +294,8 @@ def compare_job(job: str, base: JobOutput | None, head: JobOutput | None) -> Job
         components_removed=tuple(sorted(components_before - components_after))
         if head is not None else (),
         other_objects=_other_objects(base, head) if state == "changed" else (),
+        trial_values=_trial_values(job, described),
+        board_of=_board_of(described),
     )
 
 

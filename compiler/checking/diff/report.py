@@ -101,6 +101,18 @@ def _lines(change: JobChange, name: Callable[[str], str], strong: Callable[[str]
     return lines
 
 
+def _named(change: JobChange, name: Callable[[str], str]) -> str:
+    """The job as a reviewer knows it: its directory, and a sweep's trial by its values too
+    (`sweep-1b70d81c (HIDDEN_LAYERS=5, LEARNING_RATE=0.01)`), the sweep's TensorBoard as that."""
+    if change.trial_values:
+        return (f"{name(change.job)} ("
+                + ", ".join(name(f"{parameter}={value}")
+                            for parameter, value in change.trial_values) + ")")
+    if change.board_of is not None:
+        return f"{name(change.job)} (the TensorBoard of sweep {name(change.board_of)})"
+    return name(change.job)
+
+
 def _headline(change: JobChange) -> str:
     if change.state == "created":
         return "created"
@@ -114,7 +126,7 @@ def as_text(base: str, commit: str, changes: Sequence[JobChange]) -> str:
     if not changes:
         out.append("no job changes")
     for change in changes:
-        out.append(f"{printable(change.job)}: {_headline(change)}")
+        out.append(f"{_named(change, printable)}: {_headline(change)}")
         out.extend(f"  {line}" for line in _lines(change, printable, lambda word: word))
     return "\n".join(out) + "\n"
 
@@ -126,7 +138,7 @@ def as_markdown(base: str, commit: str, changes: Sequence[JobChange]) -> str:
     if not changes:
         out.extend(["No job changes.", ""])
     for change in changes:
-        out.append(f"#### {code(change.job)}: {_headline(change)}")
+        out.append(f"#### {_named(change, code)}: {_headline(change)}")
         out.append("")
         out.extend(f"- {line}" for line in _lines(change, code, lambda word: f"**{word}**"))
         out.append("")

@@ -2,7 +2,11 @@
 
 `tensorboard.podTemplate` merges into the generated pod template as a role's podTemplate merges
 into a role's (`pod_template.merge_pod_template`): resources, node placement, tolerations, more
-volumes and sidecars; every container then gets the secure defaults."""
+volumes and sidecars; every container then gets the secure defaults.
+
+A sweep's one TensorBoard (`sweep.sweep_board`) is built here too, given the sweep's name: it
+is named `<sweep>-tensorboard` as a job's is, and selects its pod by the sweep rather than a
+job, since it belongs to no trial."""
 
 from __future__ import annotations
 
@@ -10,7 +14,13 @@ from typing import Any
 
 from tfcompile.spec.models import ServiceType, TrainingJob
 
-from ..labels import LOAD_BALANCER_LABEL, TENSORBOARD_COMPONENT, object_labels, tensorboard_selector
+from ..labels import (
+    LOAD_BALANCER_LABEL,
+    TENSORBOARD_COMPONENT,
+    object_labels,
+    sweep_tensorboard_selector,
+    tensorboard_selector,
+)
 from ..names import tensorboard_name
 from .metadata import object_metadata, template_metadata
 from .pod_security import (
@@ -29,13 +39,20 @@ TENSORBOARD_PORT = 6006
 PORT_NAME = "http"
 
 
-def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
+def _naming(job: TrainingJob, sweep: str | None) -> tuple[str, dict[str, str]]:
+    """The TensorBoard's name and selector: the job's, or with `sweep`, the sweep's."""
+    if sweep is not None:
+        return tensorboard_name(sweep), sweep_tensorboard_selector(sweep)
+    return tensorboard_name(job.metadata.name), tensorboard_selector(job.metadata.name)
+
+
+def tensorboard_deployment(job: TrainingJob, sweep: str | None = None) -> dict[str, Any]:
+    """The Deployment of the job's TensorBoard, or with `sweep`, of that sweep's one."""
     settings = job.spec.tensorboard
     shared = job.spec.storage.shared
     claim = claim_name(job)
     assert settings is not None and shared is not None and claim is not None
-    name = job.metadata.name
-    selector = tensorboard_selector(name)
+    name, selector = _naming(job, sweep)
     labels = object_labels(job, TENSORBOARD_COMPONENT, selector)
     container: dict[str, Any] = {
         "name": TENSORBOARD_COMPONENT,
@@ -88,7 +105,7 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": object_metadata(job, tensorboard_name(name), labels),
+        "metadata": object_metadata(job, name, labels),
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": selector},
@@ -97,11 +114,11 @@ def tensorboard_deployment(job: TrainingJob) -> dict[str, Any]:
     }
 
 
-def tensorboard_service(job: TrainingJob) -> dict[str, Any]:
+def tensorboard_service(job: TrainingJob, sweep: str | None = None) -> dict[str, Any]:
+    """The Service in front of the job's TensorBoard, or with `sweep`, that sweep's one."""
     settings = job.spec.tensorboard
     assert settings is not None
-    name = job.metadata.name
-    selector = tensorboard_selector(name)
+    name, selector = _naming(job, sweep)
     labels = object_labels(job, TENSORBOARD_COMPONENT, selector)
     if settings.service_type is ServiceType.LOAD_BALANCER:
         labels[LOAD_BALANCER_LABEL] = "true"
@@ -111,7 +128,7 @@ def tensorboard_service(job: TrainingJob) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": object_metadata(job, tensorboard_name(name), labels),
+        "metadata": object_metadata(job, name, labels),
         "spec": {
             **spec,
             "selector": selector,
