@@ -133,16 +133,29 @@ class Request:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A validation that refused: its index in the policy's validations, and its message
+    (None for a match condition that failed to evaluate)."""
+
+    validation: int | None
+    message: str
+
+
+@dataclass(frozen=True)
 class Decision:
     """A ValidatingAdmissionPolicy's answer: whether it was concerned, and its refusals in the
     order of its validations (the server's message is the first)."""
 
     matched: bool
-    refusals: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
 
     @property
     def admitted(self) -> bool:
         return not self.refusals
+
+    @property
+    def messages(self) -> list[str]:
+        return [refusal.message for refusal in self.refusals]
 
 
 def _truth(expression: str, bindings: Mapping[str, Any]) -> bool | Failed:
@@ -191,14 +204,15 @@ def validating_decision(policy: Mapping[str, Any], request: Request) -> Decision
     fails = spec.get("failurePolicy", "Fail") == "Fail"
     matched = _matched(spec, request)
     if isinstance(matched, Failed):
-        return Decision(True, [f"match condition failed: {matched.message}"]) if fails \
-            else Decision(False)
+        return Decision(True, [Refusal(None, f"match condition failed: {matched.message}")]) \
+            if fails else Decision(False)
     if not matched:
         return Decision(False)
     bindings = request.bindings()
     bindings["variables"] = _variables(spec, bindings)
-    refusals = [_refusal(validation, bindings) for validation in spec["validations"]]
-    return Decision(True, [refusal for refusal in refusals if refusal is not None])
+    messages = [_refusal(validation, bindings) for validation in spec["validations"]]
+    return Decision(True, [Refusal(index, message) for index, message in enumerate(messages)
+                           if message is not None])
 
 
 def mutating_match(policy: Mapping[str, Any], request: Request) -> bool | Failed:

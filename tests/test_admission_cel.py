@@ -112,8 +112,9 @@ def test_every_validation_is_evaluated_and_the_first_refusal_is_the_server_s_mes
         {"expression": "object.missing == 1"},
     ]), request())
     assert decision.matched and not decision.admitted
-    assert decision.refusals[:3] == ["not x", "fixed", "empty falls back"]
-    assert decision.refusals[3].startswith("expression 'object.missing == 1' resulted in error")
+    assert [refusal.validation for refusal in decision.refusals] == [1, 2, 3, 4]
+    assert decision.messages[:3] == ["not x", "fixed", "empty falls back"]
+    assert decision.messages[3].startswith("expression 'object.missing == 1' resulted in error")
 
 
 def test_match_conditions_skip_on_any_false_and_refuse_on_a_failure_under_fail() -> None:
@@ -122,7 +123,7 @@ def test_match_conditions_skip_on_any_false_and_refuse_on_a_failure_under_fail()
     assert not validating_decision(policy(admit, conditions=["object.missing", "false"]),
                                    request()).matched
     failed = validating_decision(policy(admit, conditions=["object.missing"]), request())
-    assert failed.matched and failed.refusals[0].startswith("match condition failed")
+    assert failed.matched and failed.messages[0].startswith("match condition failed")
     ignored = policy(admit, conditions=["object.missing"])
     ignored["spec"]["failurePolicy"] = "Ignore"
     assert not validating_decision(ignored, request()).matched
@@ -143,4 +144,4 @@ def test_variables_see_those_before_them_and_a_failed_one_fails_where_it_is_read
         {"expression": "true || variables.broken", "message": "short-circuit absorbs it"},
         {"expression": "variables.broken == 1", "message": "read"},
     ], variables), request())
-    assert len(decision.refusals) == 1 and "resulted in error" in decision.refusals[0]
+    assert len(decision.refusals) == 1 and "resulted in error" in decision.messages[0]
