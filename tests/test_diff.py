@@ -285,6 +285,26 @@ def test_the_launcher_s_settings_restart_and_a_new_launcher_text_does_not(
     assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")
 
 
+def test_a_new_protocol_s_program_path_is_a_launcher_restart(tmp_path: Path) -> None:
+    """An upgrade across protocols (here 2, which ran `tfcompile-launcher.py` from a ConfigMap
+    `-v2`, to this one): the container starts the launcher another way and mounts another
+    ConfigMap, with the same training command. A reviewer reads `launcher`, not `command or
+    args`."""
+    head = compiled(tmp_path, {"demo": spec()})
+    objects = copy.deepcopy(list(head["demo"].objects))
+    base = JobOutput(tuple(objects), head["demo"].components)
+    for statefulset in base.of_kind("StatefulSet").values():
+        template = statefulset["spec"]["template"]
+        template["metadata"]["annotations"]["tfcompile.dev/revision"] = "000000000000"
+        (container,) = template["spec"]["containers"]
+        container["command"][1] = container["command"][1].removesuffix("z")
+        for volume in template["spec"]["volumes"]:
+            if volume["name"] == "tfcompile-launcher":
+                volume["configMap"]["name"] = "demo-launcher-v2"
+    (change,) = compare({"demo": base}, head)
+    assert set(reasons(change).values()) == {("launcher",)}
+
+
 def test_markdown_for_a_pull_request(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("replicas: 2", "replicas: 3")))
     markdown = as_markdown("origin/main", "c" * 40, [change])
