@@ -4,8 +4,9 @@ Each example is compiled as it is and with one role's replicas raised by one; ev
 output that differs must be one of: that count (the StatefulSet's `replicas` and its
 `tfcompile.dev/replicas` annotation), the hosts in `TF_CONFIG`, the compatibility variables of a
 job that asks for them, the tasks that make the job succeed (when they are that role's), or the
-revision (pod templates, the state record and the launcher's settings, one line of JSON). The number of changed
-lines per case is pinned too, so that a new line that changes with the count shows here.
+revision (pod templates, the state record and the launcher's settings, one line of JSON). The
+number of changed lines per case is pinned too, so that a new line that changes with the count
+shows here.
 """
 
 from __future__ import annotations
