@@ -302,7 +302,7 @@ def test_a_component_replacing_the_tensorflow_command_is_an_error(
     assert errors(result) == [
         "StatefulSet/fight-worker: component ../../overlays/direct replaces the command of "
         "container tensorflow: without the launcher (python "
-        "/opt/tfcompile/launcher/tfcompile-launcher.py --role=worker --) no success or failure "
+        "/opt/tfcompile/launcher/tfcompile-launcher.pyz --role=worker --) no success or failure "
         "is recorded, "
         "and failurePolicy, deadline, onSuccess and the revision gate do not apply; set the "
         "training command with `command` and `args` in job.yaml",

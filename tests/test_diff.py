@@ -40,6 +40,7 @@ from tfcompile.compiler.checking.diff.trees import (
 from tfcompile.compiler.checking.diff.working_tree import read_working_tree
 from tfcompile.compiler.objects.names import trial_name
 from tfcompile.compiler.output.build import BuildSettings, build
+from tfcompile.compiler.output.launcher_text import launcher_modules, launcher_program
 
 ROLES = """\
 chief: {replicas: 1}
@@ -267,6 +268,13 @@ def test_a_mounted_config_map_changed_under_its_name_is_named(tmp_path: Path) ->
     (change,) = compare(base, {"demo": head})
     assert set(reasons(change).values()) == {(REVISION_ONLY,)}
     launcher = next(name for name in head.of_kind("ConfigMap") if "launcher" in name)
+    program = head.of_kind("ConfigMap")[launcher]["binaryData"]
+    shipped = dict(program)
+    program.update(launcher_program(tuple(
+        (name, text + "# changed\n") for name, text in launcher_modules())).binary_data())
+    (change,) = compare(base, {"demo": head})
+    assert set(reasons(change).values()) == {("launcher",)}  # the program, in its zip
+    program.update(shipped)
     data = head.of_kind("ConfigMap")[launcher]["data"]
     data[next(iter(data))] += "\n# changed\n"
     (change,) = compare(base, {"demo": head})
@@ -283,10 +291,31 @@ def test_the_launcher_s_settings_restart_and_a_new_launcher_text_does_not(
     base = compiled(tmp_path / "text", {"demo": spec()})
     head = JobOutput(tuple(copy.deepcopy(list(base["demo"].objects))), base["demo"].components)
     launcher = next(name for name in head.of_kind("ConfigMap") if "launcher" in name)
-    head.of_kind("ConfigMap")[launcher]["data"]["program.py"] += "# a fix\n"
+    head.of_kind("ConfigMap")[launcher]["binaryData"] = launcher_program(tuple(
+        (name, text + "# a fix\n") for name, text in launcher_modules())).binary_data()
     (change,) = compare(base, {"demo": head})
     assert change.restarting == ()
     assert as_text("main", "a" * 40, [change]).endswith("  no pod restarts\n")
+
+
+def test_a_new_protocol_s_program_path_is_a_launcher_restart(tmp_path: Path) -> None:
+    """An upgrade across protocols (here 2, which ran `tfcompile-launcher.py` from a ConfigMap
+    `-v2`, to this one): the container starts the launcher another way and mounts another
+    ConfigMap, with the same training command. A reviewer reads `launcher`, not `command or
+    args`."""
+    head = compiled(tmp_path, {"demo": spec()})
+    objects = copy.deepcopy(list(head["demo"].objects))
+    base = JobOutput(tuple(objects), head["demo"].components)
+    for statefulset in base.of_kind("StatefulSet").values():
+        template = statefulset["spec"]["template"]
+        template["metadata"]["annotations"]["tfcompile.dev/revision"] = "000000000000"
+        (container,) = template["spec"]["containers"]
+        container["command"][1] = container["command"][1].removesuffix("z")
+        for volume in template["spec"]["volumes"]:
+            if volume["name"] == "tfcompile-launcher":
+                volume["configMap"]["name"] = "demo-launcher-v2"
+    (change,) = compare({"demo": base}, head)
+    assert set(reasons(change).values()) == {("launcher",)}
 
 
 def test_markdown_for_a_pull_request(tmp_path: Path) -> None:

@@ -94,9 +94,9 @@ def training_processes(pod: str) -> Iterator[int]:
 
 
 def training_launchers(pod: str) -> Iterator[int]:
-    """The launcher (`python …/tfcompile-launcher.py -- …`) of a pod's container."""
+    """The launcher (`python …/tfcompile-launcher.pyz -- …`) of a pod's container."""
     return pod_processes(pod, lambda command: any(
-        part.endswith(b"tfcompile-launcher.py") for part in command))
+        part.endswith(b"tfcompile-launcher.pyz") for part in command))
 
 
 def assert_written_by_the_pods_user(shared: Path) -> None:

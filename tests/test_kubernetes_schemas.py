@@ -9,17 +9,19 @@ from typing import Any
 import kubernetes_validate
 import pytest
 from kubernetes_validate import utils as schema_utilities
-from ruamel.yaml import YAML
 
 from tests.conftest import OUTPUT
 from tfcompile.compiler.rendering.kustomize import render
+from tfcompile.compiler.yaml_input import read_manifests
 
 EXAMPLES = sorted(p.name for p in OUTPUT.iterdir() if p.is_dir())
 VERSIONS = ["1.28.0", schema_utilities.latest_version()]
 
 
 def rendered(example: str) -> list[dict[str, Any]]:
-    return [d for d in YAML(typ="safe").load_all(render(OUTPUT / example)) if d]
+    """Kustomize's output read as Kubernetes reads it (a revision such as `80524764e848`,
+    which kustomize writes unquoted, is a string there, not an overflowing float)."""
+    return [d for d in read_manifests(render(OUTPUT / example)) if d]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import io
 import json
 import os
 import py_compile
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +27,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler.launcher import api_server, gate, program, records, results
+from tfcompile.compiler.launcher import api_server, gate, program, records, results, start
 from tfcompile.compiler.objects import launcher
 from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
 from tfcompile.compiler.objects.builders.launcher_policy import records_policy
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_text import launcher_modules, shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH, TOKEN_DIRECTORY
 from tfcompile.spec.rules import REVISION_VARIABLE
@@ -45,11 +47,11 @@ def settings_of(tmp_path: Path, extra: str = "") -> dict[str, Any]:
 
 
 def ship(directory: Path) -> Path:
-    """The launcher's files in `directory`, as the pod's ConfigMap volume holds them; the entry."""
+    """The launcher's zip in `directory`, as the pod's ConfigMap volume holds it; its path."""
     directory.mkdir(parents=True, exist_ok=True)
-    for name, text in shipped_launcher().files:
-        (directory / name).write_text(text)
-    return directory / launcher.PROGRAM_FILE
+    path = directory / launcher.PROGRAM_FILE
+    path.write_bytes(shipped_launcher().archive)
+    return path
 
 
 @dataclass
@@ -94,13 +96,14 @@ def stop(process: subprocess.Popen[str]) -> str:
 
 def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
         tmp_path: Path) -> None:
-    for text in launcher_data(load_jobs_text(tmp_path), shipped_launcher()).values():
+    for text in launcher_data(load_jobs_text(tmp_path)).values():
         assert "$" not in text  # neither Flux's substitution nor the kubelet's $(VAR) touches it
-    shipped = dict(shipped_launcher().files)
-    siblings = {name.removesuffix(".py") for name in shipped}
+    shipped = dict(launcher_modules())
+    siblings = {name.removesuffix(".py") for name in map(os.path.basename, shipped)}
     for name, text in shipped.items():
-        (tmp_path / name).write_text(text)
-        py_compile.compile(str(tmp_path / name), doraise=True)
+        assert "$" not in text
+        (tmp_path / os.path.basename(name)).write_text(text)
+        py_compile.compile(str(tmp_path / os.path.basename(name)), doraise=True)
         # TensorFlow images have Python 3.8 and later, and nothing but the standard library
         # beside the launcher's own modules (imported relatively, whatever the package's name).
         tree = ast.parse(text, feature_version=(3, 8))
@@ -111,12 +114,14 @@ def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
         assert imported <= set(sys.stdlib_module_names), (name, imported)
         assert all(str(node.module) in siblings for node in ast.walk(tree)
                    if isinstance(node, ast.ImportFrom) and node.level > 0), name
-    # The files shipped are the package the tests import, and it agrees with the spec.
+    # The zip holds the package the tests import, `start.py` as its `__main__.py`.
     package = Path(program.__file__).parent
     assert shipped == {
-        (launcher.PROGRAM_FILE if path.name == "start.py" else path.name): path.read_text()
-        for path in package.glob("*.py")}
-    assert shipped[launcher.PROGRAM_FILE] == (package / "start.py").read_text()
+        ("__main__.py" if path.name == "start.py" else f"{start.PACKAGE}/{path.name}"):
+            path.read_text() for path in package.glob("*.py")}
+    with zipfile.ZipFile(io.BytesIO(shipped_launcher().archive)) as archive:
+        assert {info.filename: archive.read(info).decode() for info in archive.infolist()} == (
+            shipped)
     assert program.REVISION_VARIABLE == REVISION_VARIABLE
     assert records.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
     assert api_server.ACCOUNT_DIRECTORY == TOKEN_DIRECTORY

@@ -248,10 +248,9 @@ class Pod:
         (`exit <status>`, `idle`, `killed`)."""
         self.trainings.append(training)
         arguments = [f"--state={self.directory / 'state'}",
-                     f"--account={self.directory / 'account'}", "--role=worker",
-                     f"--settings={self.directory / 'settings.json'}", "--", "train"]
-        try:
-            return f"exit {program.main(arguments)}"
+                     f"--account={self.directory / 'account'}", "--role=worker", "--", "train"]
+        try:  # the settings beside the program, as in the pod
+            return f"exit {program.main(arguments, str(self.directory))}"
         except SystemExit as exit_:
             return f"exit {exit_.code}"
         except Idled:

@@ -9,16 +9,24 @@ with the real compiler, given two launcher texts.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
+import zipfile
 from typing import Any
 
 import pytest
 
 from tests.conftest import EXAMPLES
-from tfcompile.compiler.launcher import program
+from tfcompile.compiler.launcher import program, start
 from tfcompile.compiler.objects.compile import build_objects, file_name
+from tfcompile.compiler.objects.labels import LAUNCHER_DIGEST_ANNOTATION
 from tfcompile.compiler.objects.launcher import PROGRAM_FILE, SETTINGS_FILE, LauncherProgram
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_text import (
+    launcher_modules,
+    launcher_program,
+    shipped_launcher,
+)
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
 
@@ -42,19 +50,18 @@ def documents(example: str, launcher: LauncherProgram, kind: str) -> list[dict[s
 
 def launcher_maps(example: str, launcher: LauncherProgram) -> list[dict[str, Any]]:
     return [item for item in documents(example, launcher, "ConfigMap")
-            if PROGRAM_FILE in item.get("data", {})]
+            if PROGRAM_FILE in item.get("binaryData", {})]
 
 
-FIXED_MODULE = "program.py"
+FIXED_MODULE = f"{start.PACKAGE}/program.py"
 
 
 def another_text() -> LauncherProgram:
     """The shipped launcher with a fix that keeps its protocol (here: one more comment line in
     its main module)."""
-    shipped = shipped_launcher()
-    return LauncherProgram(tuple(
+    return launcher_program(tuple(
         (name, text + "# a fix that keeps the protocol\n" if name == FIXED_MODULE else text)
-        for name, text in shipped.files), shipped.protocol)
+        for name, text in launcher_modules()))
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -71,15 +78,19 @@ def test_a_new_launcher_text_of_one_protocol_changes_only_the_program_it_ships(
     assert statefulsets and all(before[name] == after[name] for name in statefulsets)
     (old,), (new,) = launcher_maps(example, shipped_launcher()), launcher_maps(
         example, another_text())
-    assert old["data"][SETTINGS_FILE] == new["data"][SETTINGS_FILE]
-    assert new["data"][FIXED_MODULE] == another_text().data()[FIXED_MODULE]
-    assert new["data"][PROGRAM_FILE] == old["data"][PROGRAM_FILE]
+    assert old["data"] == new["data"]  # the settings
+    assert new["binaryData"] == another_text().binary_data() != old["binaryData"]
+    with zipfile.ZipFile(io.BytesIO(base64.b64decode(new["binaryData"][PROGRAM_FILE]))) as zipped:
+        assert zipped.read(FIXED_MODULE).decode() == dict(launcher_modules())[FIXED_MODULE] + (
+            "# a fix that keeps the protocol\n")
+    digests = [item["metadata"]["annotations"][LAUNCHER_DIGEST_ANNOTATION] for item in (old, new)]
+    assert digests == [shipped_launcher().digest(), another_text().digest()]  # what a reviewer sees
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_a_new_protocol_rolls_every_role_of_the_job_together(example: str) -> None:
     shipped = shipped_launcher()
-    bumped = LauncherProgram(shipped.files, shipped.protocol + 1)
+    bumped = LauncherProgram(shipped.archive, shipped.protocol + 1)
     before = documents(example, shipped, "StatefulSet")
     after = documents(example, bumped, "StatefulSet")
     old = {item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION]

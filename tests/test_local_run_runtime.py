@@ -198,8 +198,8 @@ CLIENT_LISTENER = """
 
 LAUNCHER = Volume(launcher.LAUNCHER_VOLUME, "configMap", {"name": "job-launcher"})
 LAUNCHER_MOUNT = VolumeMount(launcher.LAUNCHER_VOLUME, launcher.LAUNCHER_DIRECTORY, True, None)
-LAUNCHER_CONFIG_MAPS = {"job-launcher": {
-    **shipped_launcher().data(),
+LAUNCHER_CONFIG_MAPS: dict[str, dict[str, str | bytes]] = {"job-launcher": {
+    launcher.PROGRAM_FILE: shipped_launcher().archive,
     launcher.SETTINGS_FILE: launcher.settings_text({
         "stateConfigMap": "job-state", "successTasks": ["worker-0"], "evaluatorTasks": [],
         "onSuccess": "idle", "releaseFirst": ["job-worker"], "releaseLast": [],

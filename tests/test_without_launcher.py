@@ -109,7 +109,7 @@ def test_the_default_is_the_launcher(tmp_path: Path, run_cli: Callable[..., Resu
     implicit = build(tmp_path / "implicit", run_cli, job_text())
     assert documents(explicit) == documents(implicit)
     assert tensorflow_container(documents(implicit)["statefulset-demo-worker.yaml"])[
-        "command"][:2] == ["python", "/opt/tfcompile/launcher/tfcompile-launcher.py"]
+        "command"][:2] == ["python", "/opt/tfcompile/launcher/tfcompile-launcher.pyz"]
 
 
 def test_a_sweep_without_the_launcher_gets_no_result_file(

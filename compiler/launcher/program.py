@@ -1,7 +1,8 @@
 """tfcompile launcher: runs the training command of one TensorFlow task in a StatefulSet pod.
 
-Written by tfcompile (see the job's settings.json beside this file). Exit 0 of the training
-records success and idles; a failure is retried by the kubelet until the failure policy says stop.
+Written by tfcompile (see the job's settings.json beside the zip that holds this file). Exit 0
+of the training records success and idles; a failure is retried by the kubelet until the
+failure policy says stop.
 
 A StatefulSet cannot finish: its pods restart forever (`restartPolicy: Always`), so a script that
 exits 0 would train again and again. The launcher runs the training command and:
@@ -75,8 +76,10 @@ from .progress import PROGRESS_FILE_NAME, PROGRESS_SECONDS, PROGRESS_VARIABLE, P
 from .records import FAILED, STATE_DIRECTORY, SUCCEEDED, State
 from .results import RESULT_VARIABLE, read_result, remove_result
 
-PROTOCOL = 2
-"""The launcher's protocol version (see the module's docstring)."""
+PROTOCOL = 3
+"""The launcher's protocol version (see the module's docstring). 3: the launcher is one zip
+application, `tfcompile-launcher.pyz`, its settings beside it (2 shipped its modules as files, a
+pod that restarts during the roll must find the program its template names)."""
 SETTINGS_FILE = "settings.json"
 """The job's settings, beside the program."""
 REVISION_SETTING = "revision"
@@ -93,16 +96,16 @@ deadline's clock counts its time (`State.renew_stop`), and the kubelet may kill 
 with it at the end of the grace period."""
 IDLE_SECONDS = 3600.0
 """How long an idle launcher sleeps at a time."""
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def options(arguments: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Options before `--` (tests point them elsewhere); the training command after it."""
+def options(arguments: list[str], directory: str) -> tuple[dict[str, str], list[str]]:
+    """Options before `--` (tests point them elsewhere); the training command after it. The
+    settings are in `directory` (where the launcher's ConfigMap is mounted) unless one says."""
     found = {
         "state": STATE_DIRECTORY,
         "account": ACCOUNT_DIRECTORY,
         "api": API_SERVER,
-        "settings": os.path.join(HERE, SETTINGS_FILE),
+        "settings": os.path.join(directory, SETTINGS_FILE),
         "listen": "",
         "role": "",
     }
@@ -307,10 +310,11 @@ def read_settings(path: str, revision: str) -> Settings:
         time.sleep(SETTINGS_WAIT_SECONDS)
 
 
-def main(arguments: list[str]) -> int:
-    where, command = options(arguments)
+def main(arguments: list[str], directory: str) -> int:
+    """The launcher, started by `start.py` with its arguments and the directory of its files."""
+    where, command = options(arguments, directory)
     if not command:
-        say("usage: tfcompile-launcher.py --role=ROLE [--OPTION=VALUE...] -- COMMAND "
+        say("usage: tfcompile-launcher.pyz --role=ROLE [--OPTION=VALUE...] -- COMMAND "
             "[ARGUMENT...]")
         return 2
     task = (where["role"] or "task") + "-" + os.environ.get("TASK_INDEX", "0")

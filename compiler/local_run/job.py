@@ -7,6 +7,7 @@ so a local run tests the YAML a cluster would get, not the compiler's intent.
 
 from __future__ import annotations
 
+import base64
 import os
 import tempfile
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from ..rendering.stateful_set_pods import pods_of
 from .options import LocalRunOptions, RunOutcome
 from .runner import run_pods
 from .secrets_file import parse_secrets_file
+from .volumes import Content
 from .workspace import DIRECTORY_PREFIX, mark_owner
 
 
@@ -58,12 +60,18 @@ def success_pods(pods: Sequence[Pod]) -> list[str]:
     return by_role.get("chief") or by_role.get("worker") or []
 
 
-def config_maps(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
-    return {
-        str(item["metadata"]["name"]): {str(k): str(v) for k, v in (item.get("data") or {}).items()}
-        for item in objects
-        if item.get("kind") == "ConfigMap"
-    }
+def config_maps(objects: Sequence[dict[str, Any]]) -> dict[str, dict[str, Content]]:
+    """ConfigMap name -> its files: `data` as text, `binaryData` decoded (the launcher's zip),
+    as the kubelet writes them into a configMap volume."""
+    found: dict[str, dict[str, Content]] = {}
+    for item in objects:
+        if item.get("kind") == "ConfigMap":
+            files: dict[str, Content] = {
+                str(k): str(v) for k, v in (item.get("data") or {}).items()}
+            for key, value in (item.get("binaryData") or {}).items():
+                files[str(key)] = base64.b64decode(str(value))
+            found[str(item["metadata"]["name"])] = files
+    return found
 
 
 def rendered_pods(

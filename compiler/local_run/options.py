@@ -19,6 +19,8 @@ from tfcompile.compiler.objects.launcher import (
     SUCCESS_MARKER,
 )
 
+from .volumes import Content
+
 EXIT_SUCCEEDED = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 2
@@ -28,7 +30,8 @@ EXIT_REFUSED = 2
 class LocalRunOptions:
     """Settings of one local run; the defaults follow the kubelet where it has one.
 
-    config_maps: ConfigMap name -> {key: text}, for configMap volumes.
+    config_maps: ConfigMap name -> {key: text, or bytes for a key of `binaryData`}, for
+        configMap volumes.
     secrets: (Secret name, key) -> value, for secret volumes (see `parse_secrets_file`).
     success_pods: the run succeeds once every one of these pods has written its success marker.
         Empty: the run only ends by failure, timeout or interruption.
@@ -49,7 +52,7 @@ class LocalRunOptions:
     errors: reasons a run is refused (None: standard error).
     """
 
-    config_maps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    config_maps: Mapping[str, Mapping[str, Content]] = field(default_factory=dict)
     secrets: Mapping[tuple[str, str], str] = field(default_factory=dict)
     success_pods: Sequence[str] = ()
     success_marker_volume: str = STATE_VOLUME

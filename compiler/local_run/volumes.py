@@ -5,8 +5,8 @@ All of them live in the run's temporary directory, never at the paths the pods s
   (`medium: Memory` and `sizeLimit` are not enforced: it is a plain directory);
 - persistentVolumeClaim: one directory per claim name, shared by every pod that mounts the claim;
 - configMap / secret: the keys written as files (respecting `items`, `defaultMode` and `mode`),
-  mounted read-only as the kubelet does. ConfigMap data comes from the caller; Secret data from
-  the secrets file.
+  mounted read-only as the kubelet does. ConfigMap data comes from the caller (`data` as text,
+  `binaryData` as bytes: the launcher's zip); Secret data from the secrets file.
 Other volume kinds are refused before the run starts.
 What the runner makes belongs to the container's root (the host ID its user namespace maps root
 to, `user_namespace`), as a volume the kubelet makes belongs to root; a claim a pod's `fsGroup`
@@ -47,12 +47,16 @@ SUPPORTED_KINDS = (EMPTY_DIRECTORY, CLAIM, CONFIG_MAP, SECRET)
 DEFAULT_FILE_MODE = 0o644
 
 
+Content = str | bytes
+"""A file of a configMap volume: text (`data`) or bytes (`binaryData`)."""
+
+
 @dataclass(frozen=True)
 class ProjectedFile:
     """One file of a configMap or secret volume."""
 
     path: str
-    text: str
+    text: Content
     mode: int
 
 
@@ -67,8 +71,10 @@ def relative_path_problem(path: str) -> str | None:
     return None
 
 
-def _source_data(volume: Volume, config_maps: Mapping[str, Mapping[str, str]],
-                 secrets: Mapping[tuple[str, str], str]) -> tuple[str, Mapping[str, str] | None]:
+def _source_data(
+    volume: Volume, config_maps: Mapping[str, Mapping[str, Content]],
+    secrets: Mapping[tuple[str, str], str],
+) -> tuple[str, Mapping[str, Content] | None]:
     if volume.kind == CONFIG_MAP:
         name = str(volume.source.get("name", ""))
         return f"ConfigMap {name}", config_maps.get(name)
@@ -87,7 +93,7 @@ def _missing_source_advice(volume: Volume) -> str:
 
 def projected_files(
     volume: Volume,
-    config_maps: Mapping[str, Mapping[str, str]],
+    config_maps: Mapping[str, Mapping[str, Content]],
     secrets: Mapping[tuple[str, str], str],
 ) -> tuple[list[ProjectedFile], list[str]]:
     """The files of a configMap or secret volume, and the problems that prevent making them."""
@@ -180,7 +186,7 @@ def claim_directory_problems(pod: Pod, claims_directory: Path | None) -> list[st
     return problems
 
 
-def volume_problems(pod: Pod, config_maps: Mapping[str, Mapping[str, str]],
+def volume_problems(pod: Pod, config_maps: Mapping[str, Mapping[str, Content]],
                     secrets: Mapping[tuple[str, str], str]) -> list[str]:
     """What in the pod's volumes and mounts would keep its containers from starting."""
     problems: list[str] = []
@@ -250,7 +256,10 @@ def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> No
     for projected in files:
         path = directory / projected.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(projected.text, encoding="utf-8")
+        if isinstance(projected.text, bytes):
+            path.write_bytes(projected.text)
+        else:
+            path.write_text(projected.text, encoding="utf-8")
         path.chmod(projected.mode & 0o7777)
     give_to_container_root(directory, ids)
 
@@ -291,7 +300,7 @@ def _volume_directory(directory: Path, ids: IdRange) -> None:
 
 
 def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
-                        config_maps: Mapping[str, Mapping[str, str]],
+                        config_maps: Mapping[str, Mapping[str, Content]],
                         secrets: Mapping[tuple[str, str], str], ids: IdRange) -> PodVolumes:
     """Create the host directories (and files) behind the pod's volumes; `ids` are the host IDs
     the containers' user namespace maps."""

@@ -32,9 +32,9 @@ __all__ = ["build_objects", "file_name", "kustomization", "revision"]
 def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any]]) -> str:
     """A digest of what the training pods run: every StatefulSet's pod template (its revision
     annotation still empty) and the data of the ConfigMaps they mount (the script; the launcher's
-    settings, not its program's text).
+    settings, not its program).
 
-    The launcher's text is left out: its ConfigMap is named by its protocol version, which the
+    The launcher's program is left out: its ConfigMap is named by its protocol version, which the
     templates name, so a new protocol rolls the job and a new text of the same protocol does not
     (`builders/launcher.py`). Nothing else: a change to TensorBoard, the NetworkPolicy, the
     shared claim's size, the Services or the StatefulSets' own metadata (or `suspend`, which
@@ -51,7 +51,8 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
 
 
 def without_program(config_map: dict[str, Any]) -> dict[str, Any]:
-    """The launcher's ConfigMap as the revision sees it: its name and the job's settings."""
+    """The launcher's ConfigMap as the revision sees it: its name and the job's settings (not
+    the program in its `binaryData`; `revision` reads no annotation, so not its digest)."""
     data = {key: text for key, text in config_map["data"].items() if key == SETTINGS_FILE}
     return {"metadata": config_map["metadata"], "data": data}
 

@@ -21,6 +21,9 @@ SUCCESS_TASKS_ANNOTATION = "tfcompile.dev/success-tasks"
 SUSPENDED_ANNOTATION = "tfcompile.dev/suspended"
 LAUNCHER_ANNOTATION = "tfcompile.dev/launcher"
 """On the state ConfigMap of a job with `launcher: none`: `none` (nothing records its outcome)."""
+LAUNCHER_DIGEST_ANNOTATION = "tfcompile.dev/launcher-sha256"
+"""On the launcher's ConfigMap: the SHA-256 of the zip it ships, a line a reviewer reads where
+the program's own text is one line of base64 (left out of the revision, as the program is)."""
 SWEEP_LABEL = "tfcompile.dev/sweep"
 """On every object of a sweep's trial: the job name its spec gives (never in a trial's
 selector); on the sweep's TensorBoard too, which selects its pod by it and the component."""

@@ -2,21 +2,22 @@
 
 The launcher is the program every TensorFlow container runs around its training command
 (`compiler/launcher/program.py` says what it does and why). It is an ordinary package of
-tfcompile, shipped to the pods as it is: the output layer reads its modules from the installed
-package (`output.launcher_text`) and hands them to the compiler as a `LauncherProgram`, so this
-layer stays pure. The record format, the state paths and the protocol version come from the
-program's own constants, which it uses itself; they are not repeated here.
+tfcompile, shipped to the pods as one zip application of its own modules: the output layer
+builds the zip from the installed package (`output.launcher_text`) and hands it to the
+compiler as a `LauncherProgram`, so this layer stays pure. The record format, the state paths
+and the protocol version come from the program's own constants, which it uses itself; they are
+not repeated here.
 
 It is one program per job, shipped in a ConfigMap named by its protocol version and mounted by
-every role (a reviewer reads it once; TensorFlow images have Python; `builders/launcher.py` says
-why its text is left out of the revision). Its settings (which tasks make the job succeed, which
-StatefulSets it may scale, the failure policy, the revision they belong to) come from a JSON file
-beside it, and the pod's role from its arguments (`command`); each pod's index and revision come
-from its environment.
-"""
+every role (`builders/launcher.py` says why its bytes are left out of the revision). Its
+settings (which tasks make the job succeed, which StatefulSets it may scale, the failure policy,
+the revision they belong to) come from a JSON file beside it, and the pod's role from its
+arguments (`command`); each pod's index and revision come from its environment."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,9 @@ SCRIPT_VOLUME = "script"
 SCRIPT_DIRECTORY = f"{RESERVED_MOUNT_PATH}/script"
 LAUNCHER_VOLUME = "tfcompile-launcher"
 LAUNCHER_DIRECTORY = f"{RESERVED_MOUNT_PATH}/launcher"
-PROGRAM_FILE = "tfcompile-launcher.py"
+PROGRAM_FILE = "tfcompile-launcher.pyz"
+"""The launcher's zip application: its key in the ConfigMap's `binaryData`, and the file the
+container's command runs."""
 REVISION_DIGITS = 12
 """A revision is this many hexadecimal digits of a digest (`compile.revision`)."""
 _REVISION = rf"[0-9a-f]{{{REVISION_DIGITS}}}"
@@ -92,14 +95,21 @@ RESULT_RECORD_MAXIMUM_BYTES = REVISION_DIGITS + 1 + RESULT_MAXIMUM_BYTES
 
 @dataclass(frozen=True)
 class LauncherProgram:
-    """The launcher as shipped: its files (name in the ConfigMap, text), sorted by name, the
-    entry `PROGRAM_FILE` among them, and the protocol version they speak."""
+    """The launcher as shipped: its zip application (`PROGRAM_FILE`) and the protocol version
+    it speaks."""
 
-    files: tuple[tuple[str, str], ...]
+    archive: bytes
     protocol: int = PROTOCOL
 
-    def data(self) -> dict[str, str]:
-        return dict(self.files)
+    def binary_data(self) -> dict[str, str]:
+        """The ConfigMap's `binaryData`: the zip as one line of base64 (no `$`, nothing for
+        Flux's post-build substitution or a YAML writer to change)."""
+        return {PROGRAM_FILE: base64.b64encode(self.archive).decode("ascii")}
+
+    def digest(self) -> str:
+        """The zip's SHA-256, which the ConfigMap shows a reviewer
+        (`labels.LAUNCHER_DIGEST_ANNOTATION`)."""
+        return hashlib.sha256(self.archive).hexdigest()
 
 
 def runs_launcher(job: TrainingJob) -> bool:
@@ -121,5 +131,7 @@ def task_names(role: str, replicas: int) -> list[str]:
 
 
 def settings_text(settings: dict[str, Any]) -> str:
-    """The launcher's settings as the ConfigMap carries them: sorted, indented, a final newline."""
-    return json.dumps(settings, indent=2, sort_keys=True) + "\n"
+    """The launcher's settings as the ConfigMap carries them: sorted, on one line (a job's
+    output stays short, and a change to them is one changed line, as an indented text's would
+    mostly be)."""
+    return json.dumps(settings, sort_keys=True, separators=(", ", ": "))

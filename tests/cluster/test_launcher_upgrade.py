@@ -3,7 +3,9 @@
 A job of two workers running a stand-in training (plain Python, no TensorFlow) is compiled with
 `tfcompile build` and applied with `kubectl apply --server-side -k`, as a GitOps tool would. Then
 it is compiled again, in process, with another launcher text of the same protocol and applied:
-the ConfigMap `J-launcher-v1` changes in place and no pod restarts. Compiled with a new protocol
+the ConfigMap `J-launcher-v<protocol>` changes in place (its zip, `binaryData`), the kubelet
+replaces the zip under the running launchers (which imported every module at their start) and no
+pod restarts. Compiled with a new protocol
 and applied, the job rolls as a whole onto one new revision.
 """
 
@@ -29,9 +31,9 @@ from tests.cluster.local_node import (
 from tests.cluster.waiting import wait_for
 from tests.conftest import job_text
 from tests.node_fixture import RealNode
-from tests.test_launcher_protocol import FIXED_MODULE, another_text
+from tests.test_launcher_protocol import another_text
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
-from tfcompile.compiler.objects.launcher import LauncherProgram
+from tfcompile.compiler.objects.launcher import LAUNCHER_DIRECTORY, PROGRAM_FILE, LauncherProgram
 from tfcompile.compiler.output.launcher_text import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
@@ -106,12 +108,12 @@ def training(node: LocalNode, namespace: str, job: Job, revision: str) -> bool:
                for index in range(2))
 
 
-def mounted_text(pod: str, module: str) -> str | None:
-    """The launcher module as a running container of `pod` sees it (read through a process
-    of the container, under /proc/PID/root); None when no process of the pod shows it."""
+def mounted_program(pod: str) -> bytes | None:
+    """The launcher's zip as a running container of `pod` sees it (read through a process of
+    the container, under /proc/PID/root); None when no process of the pod shows it."""
     for pid in processes_of_pod(pod):
         try:
-            return (Path(f"/proc/{pid}/root/opt/tfcompile/launcher") / module).read_text()
+            return Path(f"/proc/{pid}/root{LAUNCHER_DIRECTORY}/{PROGRAM_FILE}").read_bytes()
         except OSError:
             continue
     return None
@@ -143,10 +145,10 @@ def test_a_new_launcher_text_restarts_no_pod_and_a_new_protocol_rolls_the_job(
     assert revision_of(job) == revision
     apply(node, job, namespace)
     stored = node.get("configmap", launcher_map, "-n", namespace)
-    assert stored["data"][FIXED_MODULE] == fixed.data()[FIXED_MODULE]
+    assert stored["binaryData"] == fixed.binary_data()
     # The kubelet updates the mounted ConfigMap in the running containers, without a restart.
-    wait_for("the new launcher text in both running containers", lambda: all(
-        mounted_text(pod, FIXED_MODULE) == fixed.data()[FIXED_MODULE] for pod in before),
+    wait_for("the new launcher zip in both running containers", lambda: all(
+        mounted_program(pod) == fixed.archive for pod in before),
         120, lambda: node.log()[-3000:])
     time.sleep(15)  # the StatefulSet controller and the kubelet have had every chance to act
     assert running_pods(node, namespace) == before
@@ -155,7 +157,7 @@ def test_a_new_launcher_text_restarts_no_pod_and_a_new_protocol_rolls_the_job(
 
     # A new protocol: the pod templates name another ConfigMap, and every pod is replaced onto
     # one new revision.
-    compile_with(job, LauncherProgram(shipped.files, shipped.protocol + 1))
+    compile_with(job, LauncherProgram(shipped.archive, shipped.protocol + 1))
     new_revision = revision_of(job)
     assert new_revision != revision
     apply(node, job, namespace)

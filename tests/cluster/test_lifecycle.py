@@ -166,17 +166,20 @@ class Pod:
     started: list[subprocess.Popen[str]]
 
     def run(self, command: str, revision: str | None = None) -> subprocess.Popen[str]:
-        launcher = self.job.compiled("configmap-" + self.job.name + "-launcher-")["data"]
+        launcher_map = self.job.compiled("configmap-" + self.job.name + "-launcher-")
+        launcher = launcher_map["data"]
         program = self.state.parent / "launcher"
         program.mkdir(parents=True, exist_ok=True)
         for key, text in launcher.items():
             (program / key).write_text(text)
+        for key, encoded in launcher_map["binaryData"].items():  # the zip, as the kubelet writes it
+            (program / key).write_bytes(base64.b64decode(encoded))
         if revision is not None:  # the settings of that revision, as its build would write them
             settings = json.loads(launcher["settings.json"])
             (program / "settings.json").write_text(json.dumps({**settings, "revision": revision}))
         self.state.mkdir(parents=True, exist_ok=True)
         process = subprocess.Popen(
-            [sys.executable, str(program / "tfcompile-launcher.py"), f"--state={self.state}",
+            [sys.executable, str(program / "tfcompile-launcher.pyz"), f"--state={self.state}",
              f"--account={self.account}", f"--api={self.server}", f"--role={self.role}", "--",
              "sh", "-c", command],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -169,12 +169,13 @@ def _changed_mount(base: JobOutput, head: JobOutput, before: Any, after: Any) ->
 
 
 def _compared_data(reason: str, config_map: Any) -> Any:
-    """A mounted ConfigMap's data as a restart reason: the launcher's settings name the revision
-    they belong to, which changes with the job, not with how the launcher runs."""
+    """A mounted ConfigMap's files as a restart reason: its `data` and `binaryData` (where the
+    launcher's program is); the launcher's settings name the revision they belong to, which
+    changes with the job, not with how the launcher runs."""
     data = _mapping(config_map).get("data")
     if reason == "launcher" and isinstance(data, dict):
-        return without_revision_setting(data)
-    return data
+        data = without_revision_setting(data)
+    return data, _mapping(config_map).get("binaryData")
 
 
 def _roles(job: str, base: JobOutput | None, head: JobOutput | None,

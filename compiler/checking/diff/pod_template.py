@@ -3,7 +3,8 @@ of them.
 
 Kubernetes replaces a StatefulSet's pods when its pod template changes, whatever changed in it.
 The reasons, in the order printed: `image`, `command or args`, `script` (the script ConfigMap
-the pods mount, named by a digest of the script), `launcher` (the launcher's ConfigMap), `env`
+the pods mount, named by a digest of the script), `launcher` (the launcher's ConfigMap, and how
+the container starts it: its program's path and arguments before `--`), `env`
 (variables and envFrom, `TF_CONFIG` aside), `TF_CONFIG`, `resources`, and `pod settings` for
 everything else (labels, annotations, volumes, mounts, ports, security, scheduling, sidecars).
 The revision annotation is not a reason of its own: it changes with what the pods run, and
@@ -16,7 +17,7 @@ import copy
 from typing import Any
 
 from tfcompile.compiler.objects.labels import REVISION_ANNOTATION
-from tfcompile.compiler.objects.launcher import LAUNCHER_VOLUME, SCRIPT_VOLUME
+from tfcompile.compiler.objects.launcher import LAUNCHER_DIRECTORY, LAUNCHER_VOLUME, SCRIPT_VOLUME
 
 REASONS = ("image", "command or args", "script", "launcher", "env", "TF_CONFIG", "resources",
            "pod settings")
@@ -50,14 +51,33 @@ def revision_of(template: Any) -> Any:
         REVISION_ANNOTATION)
 
 
+def _starts_launcher(command: Any) -> bool:
+    """Whether a container's `command` is the launcher's (`python <launcher directory>/…`; the
+    training command is then its `args`)."""
+    return (isinstance(command, list) and len(command) >= 2 and isinstance(command[1], str)
+            and command[1].startswith(LAUNCHER_DIRECTORY + "/"))
+
+
+def _command_reason(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    """`command or args` when the command the container runs changed; `launcher` when only how
+    it starts the launcher did (a new protocol's program path), the training's the same."""
+    old_command, new_command = before.pop("command", None), after.pop("command", None)
+    old_args, new_args = before.pop("args", None), after.pop("args", None)
+    if (old_command, old_args) == (new_command, new_args):
+        return None
+    if old_args == new_args and _starts_launcher(old_command) and _starts_launcher(new_command):
+        return "launcher"
+    return "command or args"
+
+
 def _container_reasons(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
     reasons = set()
     before, after = dict(before), dict(after)
     if before.pop("image", None) != after.pop("image", None):
         reasons.add("image")
-    if (before.pop("command", None), before.pop("args", None)) != (
-            after.pop("command", None), after.pop("args", None)):
-        reasons.add("command or args")
+    command = _command_reason(before, after)
+    if command is not None:
+        reasons.add(command)
     if before.pop("resources", None) != after.pop("resources", None):
         reasons.add("resources")
     variables_before, variables_after = _by_name(before.pop("env", None)), _by_name(
