@@ -114,6 +114,7 @@ def _scalar(tag: Tag, text: str, style: str | None = None) -> ScalarEvent:
 
 
 _REMEMBERED_LENGTH_MAXIMUM = 256  # the names, labels and keys that recur from file to file
+_LONG_REMEMBERED_LENGTH = 16 * 1024  # the launcher's program, the same in every job
 
 
 def _string(text: str) -> ScalarEvent:
@@ -299,11 +300,22 @@ def _literal(text: str, indent: int) -> str:
     return f" |{hints}\n{body}" + ("" if text.endswith("\n") else "\n")
 
 
+@functools.lru_cache(maxsize=8)
+def _remembered_long_scalar(text: str) -> str:
+    """A long one-line scalar that recurs in every job of a build (the launcher's program, as
+    base64): its analysis is a pass over every character, done once."""
+    if _needs_escapes(text):
+        raise _NotInLayout
+    return _quoted(text, _read_as_string_by_every_parser(text)) + "\n"
+
+
 def _scalar_text(value: Any, indent: int) -> str:
     """A scalar after `key:` or `-`, with its line break; `indent` is where a block's lines go."""
     if isinstance(value, str):
         if len(value) <= _REMEMBERED_LENGTH_MAXIMUM and "\n" not in value:
             return _remembered_scalar(value) + "\n"
+        if "\n" not in value and len(value) >= _LONG_REMEMBERED_LENGTH:
+            return _remembered_long_scalar(value)
         if _needs_escapes(value):
             raise _NotInLayout
         if "\n" in value and _block_safe(value):
@@ -352,6 +364,31 @@ def _layout_mapping(mapping: Mapping[Any, Any], indent: int, out: list[str],
             out.append(":" + _scalar_text(value, indent + 2))
 
 
+_REMEMBERED_ENTRIES: dict[tuple[int, tuple[tuple[str, Any], ...]], str] = {}
+"""Entries of a list laid out before, by indentation and their items when those are all short
+texts (an environment variable, a port): a sweep repeats them in every trial."""
+
+
+def _remembered_entry(item: Mapping[str, Any], indent: int) -> str | None:
+    """The layout of `item` (after its dash) when its values are all short one-line texts."""
+    if type(item) is not dict or len(item) > 4:
+        return None
+    values = item.values()
+    if not all(type(value) is str and len(value) <= _REMEMBERED_LENGTH_MAXIMUM
+               and "\n" not in value for value in values):
+        return None
+    key = (indent, tuple(item.items()))
+    text = _REMEMBERED_ENTRIES.get(key)
+    if text is None:
+        out: list[str] = []
+        _layout_mapping(item, indent, out, inline=True)
+        text = "".join(out)
+        if len(_REMEMBERED_ENTRIES) >= _REMEMBERED_MAXIMUM:
+            _REMEMBERED_ENTRIES.clear()
+        _REMEMBERED_ENTRIES[key] = text
+    return text
+
+
 def _layout_sequence(sequence: Sequence[Any], indent: int, out: list[str]) -> None:
     """A non-empty block sequence whose dashes are at column `indent`."""
     dash = " " * indent + "-"
@@ -359,7 +396,11 @@ def _layout_sequence(sequence: Sequence[Any], indent: int, out: list[str]) -> No
         out.append(dash)
         if isinstance(item, Mapping) and item:
             out.append(" ")
-            _layout_mapping(item, indent + 2, out, inline=True)
+            remembered = _remembered_entry(item, indent + 2)
+            if remembered is not None:
+                out.append(remembered)
+            else:
+                _layout_mapping(item, indent + 2, out, inline=True)
         elif isinstance(item, Mapping | list | tuple) or item is None:
             raise _NotInLayout
         else:
