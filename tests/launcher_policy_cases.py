@@ -19,7 +19,7 @@ from typing import Any
 from tests.admission_cel import Request
 from tests.conftest import job_text
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 ADMITTED = "admitted"

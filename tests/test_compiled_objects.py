@@ -11,7 +11,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import job_text
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 FULL_JOB = job_text(metadata_lines="""\

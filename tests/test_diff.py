@@ -40,7 +40,7 @@ from tfcompile.compiler.checking.diff.trees import (
 from tfcompile.compiler.checking.diff.working_tree import read_working_tree
 from tfcompile.compiler.objects.names import trial_name
 from tfcompile.compiler.output.build import BuildSettings, build
-from tfcompile.compiler.output.launcher_text import launcher_modules, launcher_program
+from tfcompile.compiler.output.launcher_zip import launcher_modules, launcher_program
 
 ROLES = """\
 chief: {replicas: 1}

@@ -40,7 +40,7 @@ from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
 from tfcompile.compiler.checking.validation.validator import validate_rendered
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.compiler.rendering.pods import (

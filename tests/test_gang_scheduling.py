@@ -24,7 +24,7 @@ from tests.go_modules import (
     volcano_source,
 )
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 
 JOB_NAME = "gang"

@@ -28,10 +28,10 @@ import pytest
 
 from tests.conftest import free_ports, job_text
 from tfcompile.compiler.launcher import api_server, gate, program, records, results, start
-from tfcompile.compiler.objects import launcher
-from tfcompile.compiler.objects.builders.launcher import launcher_data, launcher_settings
+from tfcompile.compiler.objects import launcher_interface as launcher
+from tfcompile.compiler.objects.builders.launcher_config_map import launcher_data, launcher_settings
 from tfcompile.compiler.objects.builders.launcher_policy import records_policy
-from tfcompile.compiler.output.launcher_text import launcher_modules, shipped_launcher
+from tfcompile.compiler.output.launcher_zip import launcher_modules, shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH, TOKEN_DIRECTORY
 from tfcompile.spec.rules import REVISION_VARIABLE

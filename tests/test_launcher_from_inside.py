@@ -29,7 +29,7 @@ import pytest
 
 from tests.test_launcher import settings_of
 from tfcompile.compiler.launcher import program, progress, records, results
-from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects import launcher_interface as launcher
 
 REVISION = "0123456789ab"
 TASK = "worker-0"

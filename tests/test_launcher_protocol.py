@@ -21,8 +21,12 @@ from tests.conftest import EXAMPLES
 from tfcompile.compiler.launcher import program, start
 from tfcompile.compiler.objects.compile import build_objects, file_name
 from tfcompile.compiler.objects.labels import LAUNCHER_DIGEST_ANNOTATION
-from tfcompile.compiler.objects.launcher import PROGRAM_FILE, SETTINGS_FILE, LauncherProgram
-from tfcompile.compiler.output.launcher_text import (
+from tfcompile.compiler.objects.launcher_interface import (
+    PROGRAM_FILE,
+    SETTINGS_FILE,
+    LauncherProgram,
+)
+from tfcompile.compiler.output.launcher_zip import (
     launcher_modules,
     launcher_program,
     shipped_launcher,

@@ -1,7 +1,7 @@
 """The launcher's zip as the pods get it: every Python here runs it and builds the same bytes.
 
 TensorFlow images bring CPython or PyPy 3.8 and later, and run the launcher with their own
-`zipimport` (`output/launcher_text.py`). These run the shipped zip with every such Python this
+`zipimport` (`output/launcher_zip.py`). These run the shipped zip with every such Python this
 machine has (this one's, `python3.X` and `pypy3` on PATH, pyenv's versions): it prints its usage
 without a command, and trains, records success and idles with its settings beside it, as the
 ConfigMap's volume holds them. They also build the zip with each of them, since `build --check`
@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_launcher import settings_of
-from tfcompile.compiler.objects import launcher
-from tfcompile.compiler.output import launcher_text
-from tfcompile.compiler.output.launcher_text import (
+from tfcompile.compiler.objects import launcher_interface as launcher
+from tfcompile.compiler.output import launcher_zip
+from tfcompile.compiler.output.launcher_zip import (
     launcher_archive,
     launcher_modules,
     launcher_program,
@@ -158,8 +158,8 @@ def test_every_python_builds_the_same_bytes(pythons: list[str], tmp_path: Path) 
     (tmp_path / "modules.json").write_text(json.dumps(launcher_modules()))
     (tmp_path / "build.py").write_text(
         "import hashlib, io, json, sys, zipfile\n"
-        f"TIMESTAMP = {launcher_text.TIMESTAMP!r}\nFILE_MODE = {launcher_text.FILE_MODE!r}\n"
-        f"UNIX = {launcher_text.UNIX!r}\n{source}\n"
+        f"TIMESTAMP = {launcher_zip.TIMESTAMP!r}\nFILE_MODE = {launcher_zip.FILE_MODE!r}\n"
+        f"UNIX = {launcher_zip.UNIX!r}\n{source}\n"
         "modules = tuple(tuple(item) for item in json.load(open(sys.argv[1])))\n"
         "print(hashlib.sha256(launcher_archive(modules)).hexdigest())\n")
     for python in pythons:

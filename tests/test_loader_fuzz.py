@@ -41,7 +41,7 @@ from ruamel.yaml.tokens import TagToken
 
 from tests.conftest import EXAMPLES, MINIMAL_JOB, REPOSITORY
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs

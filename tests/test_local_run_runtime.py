@@ -30,9 +30,9 @@ from tfcompile.compiler.local_run import (
     supervisor,
 )
 from tfcompile.compiler.local_run.network import NetworkPrograms
-from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.compiler.objects.revision_gate import gate_settings
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(

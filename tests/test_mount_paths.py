@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Result, job_text
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.mount_paths import (
     RESERVED_MOUNT_PATH,

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 
 from tests.conftest import OVERLAYS, Result, job_text
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.problems import SpecError
 from tfcompile.spec.schema import schema_text

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from tfcompile.compiler.objects.compile import build_objects, file_name
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.models import Compatibility

@@ -20,7 +20,7 @@ from tfcompile.compiler.kubernetes_versions import (
     OLDEST_KUBERNETES_VERSION,
 )
 from tfcompile.compiler.objects.compile import build_objects
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.loading import load_jobs

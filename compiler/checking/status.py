@@ -47,7 +47,7 @@ from tfcompile.compiler.objects.labels import (
     ROLE_LABEL,
     SUCCESS_TASKS_ANNOTATION,
 )
-from tfcompile.compiler.objects.launcher import (
+from tfcompile.compiler.objects.launcher_interface import (
     FAILED,
     PROGRESS_REVISION_SUFFIX,
     PROGRESS_SUFFIX,

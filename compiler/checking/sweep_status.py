@@ -31,7 +31,7 @@ from tfcompile.compiler.objects.labels import (
     SWEEP_OBJECTIVE_ANNOTATION,
     SWEEP_VALUES_ANNOTATION,
 )
-from tfcompile.compiler.objects.launcher import (
+from tfcompile.compiler.objects.launcher_interface import (
     REFUSALS,
     REFUSED,
     RESULT_KEY,

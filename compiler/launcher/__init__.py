@@ -2,7 +2,7 @@
 
 Its modules are shipped to the pods as they are, in one zip application (the compiler reads
 them from the installed package and zips them as the package `tfcompile_launcher`, with
-`start.py` as the zip's `__main__.py`; `output/launcher_text.py` builds it), so they import
+`start.py` as the zip's `__main__.py`; `output/launcher_zip.py` builds it), so they import
 nothing but the standard library and each other (relatively), and keep to the Python that
 TensorFlow images have (3.8 and later). `program.py` is the launcher's main and says what it
 does; `records.py` what it keeps, `gate.py` the revision gate, `results.py` a sweep trial's

@@ -1,7 +1,7 @@
 """Starts the launcher in a pod: `python tfcompile-launcher.pyz --role=ROLE -- COMMAND...`.
 
 The job's launcher ConfigMap carries the launcher as one zip application (its `binaryData`,
-`output/launcher_text.py` says how it is built and why): this file is its `__main__.py`, beside
+`output/launcher_zip.py` says how it is built and why): this file is its `__main__.py`, beside
 the launcher's modules as the package `PACKAGE`, so Python runs the zip as it runs a script, with
 the zip first on its path. Every module is imported here, before the training starts, and never
 read again: a zip replaced in place while the launcher runs is not read by it. The settings are

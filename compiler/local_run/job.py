@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.objects.labels import ROLE_LABEL
-from tfcompile.compiler.objects.launcher import STATE_VOLUME
+from tfcompile.compiler.objects.launcher_interface import STATE_VOLUME
 from tfcompile.compiler.output.compilation import BuildSettings, compile_all
 from tfcompile.compiler.output.lock import locked
 from tfcompile.compiler.output.tree import plan

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from tfcompile.compiler.objects.launcher import (
+from tfcompile.compiler.objects.launcher_interface import (
     FAILURE_MARKER,
     STATE_DIRECTORY,
     STATE_VOLUME,

@@ -13,7 +13,7 @@ from typing import Any
 from tfcompile.spec.loading import LoadedJob
 
 from .builders.gang import pod_group
-from .builders.launcher import launcher_config_map, settings_with_revision
+from .builders.launcher_config_map import launcher_config_map, settings_with_revision
 from .builders.network_policy import network_policy
 from .builders.release import role, role_binding, service_account, state_config_map
 from .builders.script import script_config_map, script_name
@@ -22,7 +22,7 @@ from .builders.statefulset import statefulset
 from .builders.storage import shared_claim
 from .builders.tensorboard import tensorboard_deployment, tensorboard_service
 from .labels import REVISION_ANNOTATION
-from .launcher import REVISION_DIGITS, SETTINGS_FILE, LauncherProgram, runs_launcher
+from .launcher_interface import REVISION_DIGITS, SETTINGS_FILE, LauncherProgram, runs_launcher
 from .names import check_name_lengths
 from .topology import check_tf_config_size
 
@@ -36,7 +36,8 @@ def revision(statefulsets: list[dict[str, Any]], config_maps: list[dict[str, Any
 
     The launcher's program is left out: its ConfigMap is named by its protocol version, which the
     templates name, so a new protocol rolls the job and a new text of the same protocol does not
-    (`builders/launcher.py`). Nothing else: a change to TensorBoard, the NetworkPolicy, the
+    (`builders/launcher_config_map.py`). Nothing else: a change to TensorBoard, the
+    NetworkPolicy, the
     shared claim's size, the Services or the StatefulSets' own metadata (or `suspend`, which
     only sets replicas) keeps the revision, so it restarts no training and a succeeded revision
     stays succeeded.

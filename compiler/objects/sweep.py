@@ -29,7 +29,7 @@ from tfcompile.spec.problems import Problem
 from tfcompile.spec.sweep import RESULT_VARIABLE, TRIAL_VARIABLE, Trial, points
 
 from .labels import SWEEP_LABEL
-from .launcher import RESULT_FILE
+from .launcher_interface import RESULT_FILE
 from .names import check_name_lengths, tensorboard_name, trial_name
 
 __all__ = ["sweep_board", "sweep_jobs", "trial_environment", "trial_values", "trials"]

@@ -12,7 +12,7 @@ from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import LoadedJob
 
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
-from .launcher_text import shipped_launcher
+from .launcher_zip import shipped_launcher
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,12 @@ from tests.conftest import job_text
 from tests.node_fixture import RealNode
 from tests.test_launcher_protocol import another_text
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
-from tfcompile.compiler.objects.launcher import LAUNCHER_DIRECTORY, PROGRAM_FILE, LauncherProgram
-from tfcompile.compiler.output.launcher_text import shipped_launcher
+from tfcompile.compiler.objects.launcher_interface import (
+    LAUNCHER_DIRECTORY,
+    PROGRAM_FILE,
+    LauncherProgram,
+)
+from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec.loading import load_jobs
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, Inexact, Rounded
 from typing import Any
 
-from tfcompile.compiler.objects.builders.launcher import without_revision_setting
+from tfcompile.compiler.objects.builders.launcher_config_map import without_revision_setting
 from tfcompile.compiler.objects.builders.storage import (
     ARGO_CD_SYNC_OPTIONS,
     FLUX_PRUNE,

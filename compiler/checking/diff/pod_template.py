@@ -17,7 +17,11 @@ import copy
 from typing import Any
 
 from tfcompile.compiler.objects.labels import REVISION_ANNOTATION
-from tfcompile.compiler.objects.launcher import LAUNCHER_DIRECTORY, LAUNCHER_VOLUME, SCRIPT_VOLUME
+from tfcompile.compiler.objects.launcher_interface import (
+    LAUNCHER_DIRECTORY,
+    LAUNCHER_VOLUME,
+    SCRIPT_VOLUME,
+)
 
 REASONS = ("image", "command or args", "script", "launcher", "env", "TF_CONFIG", "resources",
            "pod settings")

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from tfcompile.compiler.objects.labels import ROLE_LABEL
-from tfcompile.compiler.objects.launcher import LAUNCHER_DIRECTORY, PROGRAM_FILE
+from tfcompile.compiler.objects.launcher_interface import LAUNCHER_DIRECTORY, PROGRAM_FILE
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, object_reference
 from tfcompile.compiler.rendering.pods import Pod
 

@@ -42,7 +42,7 @@ from typing import Any
 from tfcompile.spec.models import RoleName
 
 from ..labels import JOB_LABEL, MANAGED_BY, STATE_COMPONENT
-from ..launcher import (
+from ..launcher_interface import (
     FAILED,
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,

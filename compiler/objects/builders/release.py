@@ -32,10 +32,10 @@ from ..labels import (
     SWEEP_VALUES_ANNOTATION,
     object_labels,
 )
-from ..launcher import runs_launcher
+from ..launcher_interface import runs_launcher
 from ..names import launcher_account_name, role_name, state_config_map_name
 from ..sweep import trial_values
-from .launcher import releases, success_tasks
+from .launcher_config_map import releases, success_tasks
 from .metadata import object_metadata
 
 

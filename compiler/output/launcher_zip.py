@@ -1,7 +1,8 @@
 """The launcher as the pods get it: one zip application of the installed package's modules.
 
 The launcher (`compiler/launcher/`) is an ordinary package; the job's launcher ConfigMap carries
-its modules zipped (`binaryData`, `objects/builders/launcher.py` says why a zip and what a
+its modules zipped (`binaryData`; `objects/builders/launcher_config_map.py` says why a zip
+and what a
 reviewer keeps), built here because the compiler proper does no I/O (it gets the zip as a
 `LauncherProgram`). Python runs a zip whose top holds `__main__.py` as it runs a script
 (`python tfcompile-launcher.pyz --role=ROLE -- COMMAND`), with the zip first on its path, and
@@ -29,7 +30,7 @@ import zipfile
 from importlib import resources
 
 from tfcompile.compiler.launcher import program, start
-from tfcompile.compiler.objects.launcher import LauncherProgram
+from tfcompile.compiler.objects.launcher_interface import LauncherProgram
 
 ENTRY_MODULE = "start.py"
 """The module the container's command runs: the zip's `__main__.py`."""

@@ -2,7 +2,7 @@
 
 The launcher is the same program for every pod of a job, so it is shipped once per job, beside
 the job's settings: `binaryData` holds it as one zip application (`tfcompile-launcher.pyz`, one
-line of base64; `output/launcher_text.py` says how the zip is built), `data` the settings. Its
+line of base64; `output/launcher_zip.py` says how the zip is built), `data` the settings. Its
 name is `J-launcher-v<protocol>`, not a digest of its bytes, and the revision leaves the program
 out (`compile.revision`): a new launcher of the same protocol replaces the zip in place (the
 kubelet refreshes the mounted files; a launcher that already runs imported every module at its
@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.spec.models import OnFailure, OnSuccess, RoleName, TrainingJob
 
 from ..labels import JOB_LABEL, LAUNCHER_COMPONENT, LAUNCHER_DIGEST_ANNOTATION, object_labels

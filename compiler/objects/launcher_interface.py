@@ -3,13 +3,13 @@
 The launcher is the program every TensorFlow container runs around its training command
 (`compiler/launcher/program.py` says what it does and why). It is an ordinary package of
 tfcompile, shipped to the pods as one zip application of its own modules: the output layer
-builds the zip from the installed package (`output.launcher_text`) and hands it to the
+builds the zip from the installed package (`output.launcher_zip`) and hands it to the
 compiler as a `LauncherProgram`, so this layer stays pure. The record format, the state paths
 and the protocol version come from the program's own constants, which it uses itself; they are
 not repeated here.
 
 It is one program per job, shipped in a ConfigMap named by its protocol version and mounted by
-every role (`builders/launcher.py` says why its bytes are left out of the revision). Its
+every role (`builders/launcher_config_map.py` says why its bytes are left out of the revision). Its
 settings (which tasks make the job succeed, which StatefulSets it may scale, the failure policy,
 the revision they belong to) come from a JSON file beside it, and the pod's role from its
 arguments (`command`); each pod's index and revision come from its environment."""
