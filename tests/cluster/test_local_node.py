@@ -509,7 +509,10 @@ def test_each_further_example_trains_to_success_and_releases_itself_in_its_image
         node.kubectl("create", "secret", "generic", secret, "-n", namespace,
                      *(f"--from-literal={key}={value}" for key, value in data.items()))
     directories = sorted(path for path in job.output.iterdir() if path.is_dir())
-    assert len(directories) == (2 if example == "sweep" else 1), directories
+    trials = [path for path in directories if not path.name.endswith("-tensorboard")]
+    assert len(trials) == (2 if example == "sweep" else 1), directories
+    # The sweep's one TensorBoard over every trial's logs is a directory of its own.
+    assert len(directories) - len(trials) == (1 if example == "sweep" else 0), directories
     for directory in directories:
         apply(node, directory, namespace)
 
@@ -521,7 +524,19 @@ def test_each_further_example_trains_to_success_and_releases_itself_in_its_image
 
     wait_for(f"{example} to release itself", released, TRAINING_TIMEOUT,
              lambda: node.log()[-4000:])
-    for directory in directories:
+    if example == "sweep":  # its TensorBoard runs in the job's image, over the shared logs
+        def board_ready() -> bool:
+            found = node.get("pods", "-n", namespace, "-l",
+                             "app.kubernetes.io/component=tensorboard")["items"]
+            return bool(found) and all(
+                status.get("ready") for pod in found
+                for status in pod["status"].get("containerStatuses") or [{}]) and all(
+                any("TensorBoard" in line and "http://" in line
+                    for line in node.pod_lines(namespace, pod["metadata"]["name"]))
+                for pod in found)
+
+        wait_for("the sweep's TensorBoard ready", board_ready, 300, lambda: node.log()[-3000:])
+    for directory in trials:
         records = node.get("configmap", f"{directory.name}-state", "-n", namespace)["data"]
         revision = job_revision(Job(directory.name, job.source, job.output))
         assert records and all(value.startswith(f"succeeded {revision}")
