@@ -258,3 +258,23 @@ def test_a_trial_of_the_workshop_sweep_trains_with_its_values(tmp_path: Path) ->
     assert loss < 0.05, line  # the best constant colour scores 0.10
     logs = tmp_path / "claims" / "sweep-logs" / "logs" / trial / "train"
     assert list(logs.glob("events.out.tfevents.*")), sorted(tmp_path.rglob("*"))
+
+
+def test_a_grid_of_100_points_is_allowed_and_one_of_101_is_refused() -> None:
+    """In process: 4 x 25 points are a sweep's most; 101 values of one parameter are not."""
+    from tfcompile.spec.models import TrainingJob
+    from tfcompile.spec.sweep import check_sweep
+
+    def problems(parameters: dict[str, list[str]]) -> list[str]:
+        job = TrainingJob.model_validate({
+            "apiVersion": "tfcompile.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "grid"},
+            "spec": {"image": "trainer:1", "command": ["python", "train.py"],
+                     "roles": {"worker": {"replicas": 1}}, "sweep": {"parameters": parameters}}})
+        return [problem.message for problem in check_sweep(job, ())]
+
+    assert problems({"A": [str(index) for index in range(4)],
+                     "B": [str(index) for index in range(25)]}) == []
+    assert problems({"A": [str(index) for index in range(101)]}) == [
+        "the grid has 101 points (101); a sweep may have at most 100 trials, each a job with "
+        "its own pods: give fewer values or split it into several jobs"]
