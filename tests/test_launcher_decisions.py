@@ -9,11 +9,13 @@ training; a failure policy off by one gives up a restart early or never. The har
 `tests/test_launcher_from_inside.py`'s (a fake clock, a fake training, the job's state ConfigMap
 behind the cluster's launcher policy); here the API server also records each StatefulSet the
 launcher scales to 0. The pod is `worker-0` of the job `demo` (chief, 2 workers, evaluator).
+The revision gate is asked in process too, its peers' answers and its clock faked.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +134,77 @@ def test_another_revisions_outcome_does_not_stop_this_one_from_training(make_pod
     assert pod.run(training) == "idle"
     assert training.started is not None
     assert pod.api.data[TASK] == f"succeeded {REVISION}"
+
+
+class Peers:
+    """What each peer answers on the gate port, in turn per host, on a fake clock that moves
+    only when the gate sleeps; every question is kept."""
+
+    def __init__(self, answers: dict[str, list[str | None]]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+        self.now = 1_800_000_000.0
+
+    def revision_of(self, host: str) -> str | None:
+        self.asked.append(host)
+        remaining = self.answers[host]
+        return remaining.pop(0) if len(remaining) > 1 else remaining[0]
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        assert self.now < 1_800_000_000.0 + 3600, "the gate still waits an hour later"
+
+
+def revision_gate(monkeypatch: pytest.MonkeyPatch, peers: Peers, watch_peers: int = 1) -> Any:
+    """worker-0's gate in a job of three workers, asking `peers` (no port is opened)."""
+    from tfcompile.compiler.launcher import gate
+
+    def no_server(address: object) -> None:
+        raise OSError("not in this test")
+
+    monkeypatch.setattr(socket, "create_server", no_server)  # the gate's socket module
+    monkeypatch.setattr(gate, "time", peers)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"worker": [f"demo-worker-{index}.demo-worker:2222" for index in range(3)]},
+        "task": {"type": "worker", "index": 0}}))
+    opened = gate.RevisionGate({"port": 2223, "waitSeconds": 2, "watchSeconds": 10,
+                                "watchPeers": watch_peers}, "", REVISION)
+    monkeypatch.setattr(opened, "revision_of", peers.revision_of)
+    return opened
+
+
+def test_the_gate_opens_once_every_peer_answers_this_revision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peers restarting (no answer) or still on the old revision hold it; it asks again every
+    waitSeconds, only the peers still pending."""
+    peers = Peers({"demo-worker-1.demo-worker": [None, OTHER_REVISION, REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert opened.wait() is True
+    assert peers.asked == ["demo-worker-1.demo-worker", "demo-worker-2.demo-worker",
+                           "demo-worker-1.demo-worker", "demo-worker-1.demo-worker"]
+    assert peers.now == 1_800_000_000.0 + 2 * 2
+
+
+def test_the_gate_gives_up_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    peers = Peers({"demo-worker-1.demo-worker": [OTHER_REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert opened.wait(until=1_800_000_000.0 + 5) is False
+    assert peers.now == 1_800_000_000.0 + 6  # asked at 0, 2 and 4 s; at 6 s the deadline passed
+
+
+def test_a_training_is_superseded_only_by_a_peer_answering_another_revision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that does not answer (restarting, or not yet scheduled) supersedes nothing; the
+    peers are asked watchPeers at a time, in turn."""
+    peers = Peers({"demo-worker-1.demo-worker": [None, OTHER_REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert [opened.superseded() for _ in range(3)] == [
+        None, None, f"demo-worker-1.demo-worker runs revision {OTHER_REVISION}"]
+    assert peers.asked == ["demo-worker-1.demo-worker", "demo-worker-2.demo-worker",
+                           "demo-worker-1.demo-worker"]
