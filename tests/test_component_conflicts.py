@@ -545,3 +545,38 @@ def test_names_and_values_from_components_reach_no_terminal_raw() -> None:
     assert len(found) == 2 and len(replaced) == 1
     assert "\x1b" not in text and "\x07" not in text
     assert '"../\\u001b]0;owned\\u0007"' in text and '"b\\u001b[2J"' in text
+
+
+def _worker(tolerations: list[str], pool: str | None = None) -> dict[str, object]:
+    """A role's StatefulSet tolerating each key of `tolerations`, selecting `pool` if given."""
+    spec: dict[str, object] = {"tolerations": [{"key": key, "operator": "Exists"}
+                                               for key in tolerations]}
+    if pool is not None:
+        spec["nodeSelector"] = {"pool": pool}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "fight-worker"},
+            "spec": {"template": {"spec": spec}}}
+
+
+def test_what_a_later_component_restores_is_no_conflict_and_what_stays_lost_is() -> None:
+    """In process, without kustomize: `spot` replaces the tolerations, `gpu-again` puts the
+    GPU's back. The GPU toleration is in the final rendering: no problem names it. The job's own
+    `dedicated` stays lost: it is reported, blamed on `spot`, set by the compiled output."""
+    steps = ComponentSteps(
+        ("spot", "gpu-again"),
+        ([_worker(["dedicated", "gpu"])], [_worker(["spot"])]), COMPILED_OUTPUT)
+    found, _ = component_problems(steps, [_worker(["spot", "gpu"])])
+    assert [str(problem) for problem in found] == [
+        "StatefulSet/fight-worker: component spot dropped the toleration key dedicated, "
+        f"operator Exists that the compiled output had: {LIST_ADVICE}"]
+
+
+def test_a_change_is_blamed_on_the_component_that_set_the_value_it_undid() -> None:
+    """`gpu-pool` sets the pool the job did not set; `cpu-pool` changes it: the value undone is
+    `gpu-pool`'s, not the compiled output's."""
+    steps = ComponentSteps(
+        ("gpu-pool", "cpu-pool"), ([_worker([])], [_worker([], pool="gpu")]), COMPILED_OUTPUT)
+    found, _ = component_problems(steps, [_worker([], pool="cpu")])
+    assert [str(problem) for problem in found] == [
+        'StatefulSet/fight-worker: component cpu-pool changed the node selector pool from "gpu", '
+        'which component gpu-pool set, to "cpu": only the last value is kept; make them agree, '
+        "or leave the setting to one of them"]

@@ -132,7 +132,8 @@ def test_env(tmp_path: Path) -> None:
 
 def test_replicas_change_tf_config_and_the_size(tmp_path: Path) -> None:
     change = one(tmp_path, spec(), spec(roles=ROLES.replace("replicas: 2", "replicas: 3")))
-    assert all("TF_CONFIG" in role.restart_reasons for role in change.roles)
+    # TF_CONFIG alone: it is no env change of the job's own variables
+    assert set(reasons(change).values()) == {("TF_CONFIG",)}
     assert change.rescaled == (RoleChange("worker", 2, 3, change.rescaled[0].restart_reasons),)
     assert gpus(change) == (2, 3)
     text = as_text("main", "a" * 40, [change])
@@ -169,6 +170,7 @@ def test_a_new_role_restarts_the_others_and_starts(tmp_path: Path) -> None:
     assert [(role.role, role.replicas_before, role.replicas_after)
             for role in change.rescaled] == [("evaluator", None, 1)]
     assert "replicas: evaluator none → 1" in as_text("main", "a" * 40, [change])
+    assert ("Service", "demo-evaluator", "added") in change.other_objects
 
 
 def test_suspend_scales_to_zero_and_restarts_nothing(tmp_path: Path) -> None:

@@ -358,6 +358,21 @@ def test_a_stop_is_recorded_until_the_training_ends_or_the_kubelet_kills_it(
 NESTED = b"[" * 2000 + b"]" * 2000
 
 
+def object_of_bytes(size: int) -> bytes:
+    """A compact JSON object of numbers, its keys sorted, of exactly `size` bytes: each
+    `"kNNNN":1` and its comma is 10 bytes, the braces 2 less one comma; the first key is padded
+    with `x` (and still sorts first)."""
+    count = (size - 1) // 10
+    keys = [f"k{index:04d}" for index in range(count)]
+    keys[0] += "x" * (size - (10 * count + 1))
+    text = "{" + ",".join(f'"{key}":1' for key in keys) + "}"
+    assert len(text) == size
+    return text.encode()
+
+
+LARGEST = object_of_bytes(4096)
+
+
 @pytest.mark.parametrize(("written", "recorded"), [
     (b'{"loss": 0.25, "accuracy": 1}', '{"accuracy":1,"loss":0.25}'),
     (b'{"loss": ' + b"9" * 400 + b"}", "refused: not a JSON object of finite numbers"),
@@ -371,8 +386,12 @@ NESTED = b"[" * 2000 + b"]" * 2000
     (b'{"loss": 0.5', "refused: not JSON"),
     (b"x" * 1_000_000, "refused: larger than 4096 bytes"),
     (b'{"' + "é".encode() * 2000 + b'": 1}', "refused: larger than 4096 bytes"),
+    (b'{"converged": true, "loss": 0.5}', "refused: not a JSON object of finite numbers"),
+    (LARGEST, LARGEST.decode()),
+    (object_of_bytes(4097), "refused: larger than 4096 bytes"),
 ], ids=["numbers", "400-digit-integer", "4000-digit-integer", "1e999", "nan", "infinity",
-        "nested", "nested-10000", "not-utf-8", "not-json", "a-megabyte", "escaped-too-large"])
+        "nested", "nested-10000", "not-utf-8", "not-json", "a-megabyte", "escaped-too-large",
+        "a-boolean", "exactly-4096-bytes", "4097-bytes"])
 def test_any_result_is_recorded_or_refused_beside_the_success(
         make_pod: Any, written: bytes, recorded: str,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -86,3 +86,13 @@ def test_a_cleanpodpolicy_hint_says_what_the_default_keeps() -> None:
     advice = misplaced_fields.RUN_POLICY_FIELDS["cleanPodPolicy"]
     assert "onSuccess: idle and onFailure: idle" in advice
     assert "spec.onFailure: release once it has given up" in advice
+
+
+def test_the_longest_deadline_is_366_days_and_a_second_more_is_refused() -> None:
+    """366 days (a year with its leap day) are 8784 hours; 8784h1s is one second more."""
+    from tfcompile.spec.lifecycle_rules import check_lifecycle
+
+    assert list(check_lifecycle(_spec(deadline="8784h").spec)) == []
+    (problem,) = check_lifecycle(_spec(deadline="8784h1s").spec)
+    assert problem.path == ("spec", "deadline")
+    assert problem.message == "8784h1s is 31622401 s; give at least 1s and at most 8784h"

@@ -3,7 +3,6 @@ environment, trials pruned with their points, and every mistake located."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -19,7 +18,6 @@ from ruamel.yaml import YAML
 from tests.conftest import EXAMPLES, OVERLAYS, Result, job_directories, job_text
 from tests.test_spec_errors import _refused_at
 from tfcompile.compiler.checking.validation import validate
-from tfcompile.compiler.objects.names import trial_name
 from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 from tfcompile.spec.sweep import MAXIMUM_TRIALS
@@ -31,6 +29,17 @@ sweep:
     HIDDEN_LAYERS: ["5", "6"]
   objective: {metric: accuracy, goal: maximize}
 """
+
+
+TRIALS = {
+    ("5", "0.001"): "5026e8e2", ("5", "0.01"): "f19669f0", ("5", "0.1"): "12729259",
+    ("6", "0.001"): "412c398b", ("6", "0.01"): "8e153bb2", ("6", "0.1"): "1b70d81c",
+}
+"""The digest part of each trial's name, by (HIDDEN_LAYERS, LEARNING_RATE): the first 8
+hexadecimal digits of the SHA-256 of the point as compact JSON, its parameters sorted, computed
+outside tfcompile, e.g. `printf '%s' '[["HIDDEN_LAYERS","5"],["LEARNING_RATE","0.01"]]' |
+sha256sum` gives f19669f0…. They are what users' clusters run: the committed output of
+examples/sweep has these names, and a change to them renames (and restarts) every trial."""
 
 
 def sweep_job(sweep: str = SWEEP, spec_lines: str = "", name: str = "grid") -> str:
@@ -55,10 +64,8 @@ def load(path: Path) -> Any:
 def test_one_job_per_point_named_by_its_values(run_cli: Callable[..., Result],
                                                tmp_path: Path) -> None:
     jobs = build(run_cli, sweep_job(), tmp_path)
-    points = itertools.product(["5", "6"], ["0.001", "0.01", "0.1"])
-    expected = sorted(trial_name("grid", [("HIDDEN_LAYERS", layers), ("LEARNING_RATE", rate)])
-                      for layers, rate in points)
-    assert jobs == expected
+    assert jobs == ["grid-12729259", "grid-1b70d81c", "grid-412c398b", "grid-5026e8e2",
+                    "grid-8e153bb2", "grid-f19669f0"]
     assert len(set(jobs)) == 6 and all(len(name) == len("grid-") + 8 for name in jobs)
 
 
@@ -195,7 +202,7 @@ def test_a_trial_sees_its_values_before_the_jobs_own_variables(
         run_cli: Callable[..., Result], tmp_path: Path) -> None:
     text = sweep_job(spec_lines='env: {A_FLAG: "--lr=$(LEARNING_RATE)"}\n')
     build(run_cli, text, tmp_path)
-    name = trial_name("grid", [("HIDDEN_LAYERS", "6"), ("LEARNING_RATE", "0.01")])
+    name = "grid-" + TRIALS[("6", "0.01")]
     statefulset = load(tmp_path / "output" / name / f"statefulset-{name}-worker.yaml")
     container = statefulset["spec"]["template"]["spec"]["containers"][0]
     names = [entry["name"] for entry in container["env"]]
@@ -322,7 +329,7 @@ def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
         spec_lines='args: [--rate, $(LEARNING_RATE)]\nsweep:\n  parameters: '
                    '{LEARNING_RATE: ["0.1", "0.01"], HIDDEN_LAYERS: ["5"]}\n',
         roles="worker: {replicas: 1}"))
-    trial = trial_name("grid", [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", "0.01")])
+    trial = "grid-" + TRIALS[("5", "0.01")]
     command = [str(Path(sys.executable).parent / "tfcompile"), "run-local",
                str(tmp_path / "job.yaml"), "--overlays", str(OVERLAYS)]
     refused = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -340,7 +347,7 @@ def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
 def test_a_trial_of_the_workshop_sweep_trains_with_its_values(tmp_path: Path) -> None:
     """The example's trial (learning rate 0.01, 5 hidden layers) trains with real TensorFlow,
     logs under its own directory of the shared claim, and learns the picture."""
-    trial = trial_name("sweep", [("HIDDEN_LAYERS", "5"), ("LEARNING_RATE", "0.01")])
+    trial = "sweep-" + TRIALS[("5", "0.01")]
     completed = subprocess.run(
         [str(Path(sys.executable).parent / "tfcompile"), "run-local",
          str(EXAMPLES / "sweep" / "job.yaml"), "--overlays", str(OVERLAYS), "--job", trial,
@@ -354,3 +361,23 @@ def test_a_trial_of_the_workshop_sweep_trains_with_its_values(tmp_path: Path) ->
     assert loss < 0.05, line  # the best constant colour scores 0.10
     logs = tmp_path / "claims" / "sweep-logs" / "logs" / trial / "train"
     assert list(logs.glob("events.out.tfevents.*")), sorted(tmp_path.rglob("*"))
+
+
+def test_a_grid_of_100_points_is_allowed_and_one_of_101_is_refused() -> None:
+    """In process: 4 x 25 points are a sweep's most; 101 values of one parameter are not."""
+    from tfcompile.spec.models import TrainingJob
+    from tfcompile.spec.sweep import check_sweep
+
+    def problems(parameters: dict[str, list[str]]) -> list[str]:
+        job = TrainingJob.model_validate({
+            "apiVersion": "tfcompile.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "grid"},
+            "spec": {"image": "trainer:1", "command": ["python", "train.py"],
+                     "roles": {"worker": {"replicas": 1}}, "sweep": {"parameters": parameters}}})
+        return [problem.message for problem in check_sweep(job, ())]
+
+    assert problems({"A": [str(index) for index in range(4)],
+                     "B": [str(index) for index in range(25)]}) == []
+    assert problems({"A": [str(index) for index in range(101)]}) == [
+        "the grid has 101 points (101); a sweep may have at most 100 trials, each a job with "
+        "its own pods: give fewer values or split it into several jobs"]

@@ -1,0 +1,210 @@
+"""The launcher's decisions, as its container makes them (`program.main` in this process): when
+and in what order it releases a job, when a failure counts and when it gives up, which record it
+believes.
+
+These are what a user's cluster relies on: a release that scales the pod's own StatefulSet first
+ends the pod's token before the others are scaled (they keep their GPUs); one that scales the
+evaluator first cuts its final evaluation; a job released before it succeeded loses its
+training; a failure policy off by one gives up a restart early or never. The harness is
+`tests/test_launcher_from_inside.py`'s (a fake clock, a fake training, the job's state ConfigMap
+behind the cluster's launcher policy); here the API server also records each StatefulSet the
+launcher scales to 0. The pod is `worker-0` of the job `demo` (chief, 2 workers, evaluator).
+The revision gate is asked in process too, its peers' answers and its clock faked.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import job_text
+from tests.test_launcher_from_inside import REVISION, TASK, Pod
+from tests.test_launcher_from_inside import make_pod as make_pod  # the fixture, re-exported
+from tfcompile.compiler.objects import launcher
+from tfcompile.compiler.objects.builders.launcher import launcher_settings
+from tfcompile.spec.loading import load_jobs
+
+OTHER_REVISION = "fedcba987654"
+
+
+def releasing(pod: Pod, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The StatefulSets the pod's launcher scales to 0, in order (filled as it runs)."""
+    scaled: list[str] = []
+    monkeypatch.setattr(pod.api, "scale_to_zero", scaled.append)
+    return scaled
+
+
+def test_a_released_job_scales_the_pods_own_statefulset_after_the_others_and_the_evaluator_last(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chief and the evaluator have succeeded; worker-0 ends last and releases the job."""
+    pod = make_pod("  onSuccess: release\n")
+    pod.api.data.update({"chief-0": f"succeeded {REVISION}",
+                         "evaluator-0": f"succeeded {REVISION}"})
+    scaled = releasing(pod, monkeypatch)
+    assert pod.run(pod.training(runs=30.0)) == "idle"
+    assert scaled == ["demo-chief", "demo-worker", "demo-evaluator"]
+
+
+def test_the_evaluator_keeps_running_until_its_own_success(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    pod = make_pod("  onSuccess: release\n")
+    pod.api.data["chief-0"] = f"succeeded {REVISION}"
+    scaled = releasing(pod, monkeypatch)
+    assert pod.run(pod.training(runs=30.0)) == "idle"
+    assert scaled == ["demo-chief", "demo-worker"]
+    assert "the evaluator keeps running until its last evaluation" in capsys.readouterr().err
+
+
+def test_nothing_is_released_before_the_job_has_succeeded(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's success is not the job's: with a chief, the chief's success is."""
+    pod = make_pod("  onSuccess: release\n")
+    pod.api.data["chief-0"] = f"succeeded {OTHER_REVISION}"  # an older revision's success
+    scaled = releasing(pod, monkeypatch)
+    assert pod.run(pod.training(runs=30.0)) == "idle"
+    assert pod.api.data[TASK] == f"succeeded {REVISION}"
+    assert scaled == []
+
+
+def test_without_a_chief_every_worker_must_succeed_before_the_release(
+        tmp_path: Path, make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pod = make_pod()
+    job = tmp_path / "workers.yaml"
+    job.write_text(job_text(image="tf", command="[python, train.py]",
+                            spec_lines="onSuccess: release\n", roles="worker: {replicas: 2}"))
+    (loaded,) = load_jobs(job)
+    (pod.directory / "settings.json").write_text(
+        launcher.settings_text(launcher_settings(loaded.job)))
+    scaled = releasing(pod, monkeypatch)
+    assert pod.run(pod.training(runs=30.0)) == "idle"
+    assert scaled == []  # worker-1 has not succeeded
+    pod.api.data["worker-1"] = f"succeeded {REVISION}"
+    assert pod.restart(pod.training()) == "idle"  # a restart of a succeeded task releases
+    assert scaled == ["demo-worker"]
+
+
+def test_a_job_that_gave_up_is_released_with_the_pods_own_statefulset_last(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    pod = make_pod("  onFailure: release\n  failurePolicy: {maxRestarts: 0}\n")
+    scaled = releasing(pod, monkeypatch)
+    assert pod.run(pod.training(runs=5.0, status=1)) == "idle"
+    assert scaled == ["demo-chief", "demo-evaluator", "demo-worker"]
+
+
+def test_the_failure_policy_gives_up_after_max_restarts_and_says_how_many(
+        make_pod: Any) -> None:
+    """maxRestarts: 2 — the first failure and two restarts fail; the third failure stops."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 2}\n")
+    endings = [pod.restart(pod.training(runs=5.0, status=1)) for _ in range(4)]
+    assert endings == ["exit 1", "exit 1", "idle", "idle"]
+    assert pod.api.data[TASK] == f"failed {REVISION} exit 1 after 2 restarts"
+    assert pod.trainings[-1].started is None  # given up: it trains no more
+
+
+def test_an_exit_code_that_means_do_not_retry_stops_at_once(make_pod: Any) -> None:
+    pod = make_pod("  failurePolicy: {maxRestarts: 5, doNotRetryExitCodes: [3]}\n")
+    assert pod.run(pod.training(runs=5.0, status=3)) == "idle"
+    assert pod.api.data[TASK] == f"failed {REVISION} exit 3 after 0 restarts"
+
+
+def test_a_failure_beside_peers_that_were_not_stopped_counts(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a peer's stop recorded during the training excuses a failure; a peer that was
+    never stopped excuses nothing."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"worker": ["demo-worker-0.demo-worker:2222",
+                               "demo-worker-1.demo-worker:2222"]},
+        "task": {"type": "worker", "index": 0}}))
+    pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 0"
+    assert pod.run(pod.training(runs=5.0, status=1)) == "idle"
+    assert pod.api.data[TASK] == f"failed {REVISION} exit 1 after 0 restarts"
+
+
+def test_another_revisions_outcome_does_not_stop_this_one_from_training(make_pod: Any) -> None:
+    """A pod of a new revision finds the old revision's success in the state: it trains."""
+    pod = make_pod()
+    pod.api.data[TASK] = f"succeeded {OTHER_REVISION}"
+    training = pod.training(runs=30.0)
+    assert pod.run(training) == "idle"
+    assert training.started is not None
+    assert pod.api.data[TASK] == f"succeeded {REVISION}"
+
+
+class Peers:
+    """What each peer answers on the gate port, in turn per host, on a fake clock that moves
+    only when the gate sleeps; every question is kept."""
+
+    def __init__(self, answers: dict[str, list[str | None]]) -> None:
+        self.answers = answers
+        self.asked: list[str] = []
+        self.now = 1_800_000_000.0
+
+    def revision_of(self, host: str) -> str | None:
+        self.asked.append(host)
+        remaining = self.answers[host]
+        return remaining.pop(0) if len(remaining) > 1 else remaining[0]
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        assert self.now < 1_800_000_000.0 + 3600, "the gate still waits an hour later"
+
+
+def revision_gate(monkeypatch: pytest.MonkeyPatch, peers: Peers, watch_peers: int = 1) -> Any:
+    """worker-0's gate in a job of three workers, asking `peers` (no port is opened)."""
+    from tfcompile.compiler.launcher import gate
+
+    def no_server(address: object) -> None:
+        raise OSError("not in this test")
+
+    monkeypatch.setattr(socket, "create_server", no_server)  # the gate's socket module
+    monkeypatch.setattr(gate, "time", peers)
+    monkeypatch.setenv("TF_CONFIG", json.dumps({
+        "cluster": {"worker": [f"demo-worker-{index}.demo-worker:2222" for index in range(3)]},
+        "task": {"type": "worker", "index": 0}}))
+    opened = gate.RevisionGate({"port": 2223, "waitSeconds": 2, "watchSeconds": 10,
+                                "watchPeers": watch_peers}, "", REVISION)
+    monkeypatch.setattr(opened, "revision_of", peers.revision_of)
+    return opened
+
+
+def test_the_gate_opens_once_every_peer_answers_this_revision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peers restarting (no answer) or still on the old revision hold it; it asks again every
+    waitSeconds, only the peers still pending."""
+    peers = Peers({"demo-worker-1.demo-worker": [None, OTHER_REVISION, REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert opened.wait() is True
+    assert peers.asked == ["demo-worker-1.demo-worker", "demo-worker-2.demo-worker",
+                           "demo-worker-1.demo-worker", "demo-worker-1.demo-worker"]
+    assert peers.now == 1_800_000_000.0 + 2 * 2
+
+
+def test_the_gate_gives_up_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    peers = Peers({"demo-worker-1.demo-worker": [OTHER_REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert opened.wait(until=1_800_000_000.0 + 5) is False
+    assert peers.now == 1_800_000_000.0 + 6  # asked at 0, 2 and 4 s; at 6 s the deadline passed
+
+
+def test_a_training_is_superseded_only_by_a_peer_answering_another_revision(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that does not answer (restarting, or not yet scheduled) supersedes nothing; the
+    peers are asked watchPeers at a time, in turn."""
+    peers = Peers({"demo-worker-1.demo-worker": [None, OTHER_REVISION],
+                   "demo-worker-2.demo-worker": [REVISION]})
+    opened = revision_gate(monkeypatch, peers)
+    assert [opened.superseded() for _ in range(3)] == [
+        None, None, f"demo-worker-1.demo-worker runs revision {OTHER_REVISION}"]
+    assert peers.asked == ["demo-worker-1.demo-worker", "demo-worker-2.demo-worker",
+                           "demo-worker-1.demo-worker"]
