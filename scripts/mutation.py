@@ -227,7 +227,7 @@ MUTANTS = (
     Mutant("role-selector", "compiler/objects/labels.py",
            "return {JOB_LABEL: job, ROLE_LABEL: role.value}", "return {JOB_LABEL: job}",
            "dropped key: every role's Service selects every pod of the job", NAME_TESTS),
-    Mutant("release-last-role", "compiler/objects/builders/launcher.py",
+    Mutant("release-last-role", "compiler/objects/builders/launcher_config_map.py",
            "if role is RoleName.EVALUATOR],", "if role is RoleName.CHIEF],",
            "wrong constant: the chief, not the evaluator, is released last", LAUNCHER_TESTS),
     # The spec's rules.

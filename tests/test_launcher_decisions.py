@@ -24,8 +24,8 @@ import pytest
 from tests.conftest import job_text
 from tests.test_launcher_from_inside import REVISION, TASK, Pod
 from tests.test_launcher_from_inside import make_pod as make_pod  # the fixture, re-exported
-from tfcompile.compiler.objects import launcher
-from tfcompile.compiler.objects.builders.launcher import launcher_settings
+from tfcompile.compiler.objects import launcher_interface as launcher
+from tfcompile.compiler.objects.builders.launcher_config_map import launcher_settings
 from tfcompile.spec.loading import load_jobs
 
 OTHER_REVISION = "fedcba987654"
