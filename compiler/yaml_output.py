@@ -309,6 +309,17 @@ def _remembered_long_scalar(text: str) -> str:
     return _quoted(text, _read_as_string_by_every_parser(text)) + "\n"
 
 
+@functools.lru_cache(maxsize=_REMEMBERED_MAXIMUM)
+def _remembered_text(value: str, indent: int) -> str:
+    """A long or multi-line text (a script's file, every trial of a sweep ships the same) laid
+    out once per build at each indentation."""
+    if _needs_escapes(value):
+        raise _NotInLayout
+    if "\n" in value and _block_safe(value):
+        return _literal(value, indent)
+    return _quoted(value, _read_as_string_by_every_parser(value)) + "\n"
+
+
 def _scalar_text(value: Any, indent: int) -> str:
     """A scalar after `key:` or `-`, with its line break; `indent` is where a block's lines go."""
     if isinstance(value, str):
@@ -316,11 +327,7 @@ def _scalar_text(value: Any, indent: int) -> str:
             return _remembered_scalar(value) + "\n"
         if "\n" not in value and len(value) >= _LONG_REMEMBERED_LENGTH:
             return _remembered_long_scalar(value)
-        if _needs_escapes(value):
-            raise _NotInLayout
-        if "\n" in value and _block_safe(value):
-            return _literal(value, indent)
-        return _quoted(value, _read_as_string_by_every_parser(value)) + "\n"
+        return _remembered_text(value, indent)
     if value is True:
         return " true\n"
     if value is False:

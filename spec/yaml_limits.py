@@ -71,6 +71,11 @@ The largest example job has about a hundred; each value costs every step of a bu
 microseconds, so this keeps any file within `MAXIMUM_FILE_BYTES` building (or refused) in well
 under two seconds."""
 
+MAXIMUM_PURE_PARSER_VALUES = 5_000
+"""The same for a file only ruamel's pure-Python parser reads (libyaml refuses it, say for a URL
+in a flow list): that parser reads each value several times slower, so a file of 10,000 took
+about two seconds of CPU to build; at this limit it takes about one."""
+
 MAXIMUM_DOCUMENTS = 100
 """A file with more documents (jobs) than this is refused: each job costs a build some
 milliseconds of compiling and writing a dozen files, so this keeps any file within two seconds.
@@ -110,7 +115,7 @@ def check_tokens(text: str, shown: str, *, explicit_tags: bool = True) -> list[L
     try:
         problems = list(_token_problems(c_tokens(text), shown))
     except (YAMLError, ValueError, TypeError):
-        problems = list(_token_problems(pure_tokens(text), shown))
+        problems = list(_token_problems(pure_tokens(text), shown, MAXIMUM_PURE_PARSER_VALUES))
     if explicit_tags:
         return problems
     return [problem for problem in problems if problem.message != EXPLICIT_TAG]
@@ -146,17 +151,18 @@ def starts_a_value(token: Token, previous: Token | None) -> bool:
     return isinstance(previous, _EXPECTING_NODE)
 
 
-def _token_problems(tokens: Iterator[Token], shown: str) -> Iterator[LocatedProblem]:
+def _token_problems(tokens: Iterator[Token], shown: str,
+                    maximum: int = MAXIMUM_VALUES) -> Iterator[LocatedProblem]:
     depth = 0
     values = 0
     previous: Token | None = None
     for token in tokens:
         if starts_a_value(token, previous):
             values += 1
-            if values > MAXIMUM_VALUES:
+            if values > maximum:
                 yield LocatedProblem(
                     _location(shown, token), (),
-                    f"more than {MAXIMUM_VALUES} values (keys included) in the file; a job "
+                    f"more than {maximum} values (keys included) in the file; a job "
                     "spec needs far fewer",
                 )
                 return

@@ -123,7 +123,7 @@ def with_tag_fields(problems: list[LocatedProblem], text: str) -> list[LocatedPr
         return problems
     try:
         fields = tagged_fields(text)
-    except YAMLError:
+    except (YAMLError, AssertionError):  # ruamel asserts on a %YAML version it does not know
         return problems
     located = []
     for problem in problems:

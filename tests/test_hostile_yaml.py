@@ -66,6 +66,8 @@ HOSTILE = [
             "unsupported %YAML version; allowed: 1.1 and 1.2"),
     Hostile("%YAML 2.0", "%YAML 2.0\n---\n" + with_spec(""), "%YAML",
             "unsupported %YAML version"),
+    Hostile("a tag before an unknown %YAML version", "apiVersion: !!binary aGk=\n%YAML 1.3\n---\n"
+            + with_spec(""), "%YAML", "unsupported %YAML version"),
     Hostile("integer of 5000 digits", with_spec("port: " + "7" * 5000 + "\n"), "7777",
             "a number of more than 100 characters"),
     Hostile("hexadecimal of 5000 digits", with_spec("port: 0x" + "f" * 5000 + "\n"), "0xff",

@@ -71,10 +71,11 @@ def _failed_rebuild(repository: Path, output: Path) -> str:
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 512 KiB tmpfs, unmounted whatever happens."""
+    """A 2 MiB tmpfs (two example jobs fit twice, as a swap needs), unmounted whatever
+    happens."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k,mode=0755", "tfcompile-test",
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tfcompile-test",
                     str(mount)], check=True)
     try:
         yield mount
