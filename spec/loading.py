@@ -182,17 +182,11 @@ def read_plain_documents(path: Path) -> list[tuple[Any, Locations]]:
     read: list[tuple[Any, Locations]] = []
     problems: list[LocatedProblem] = []
     for document in documents:
-        locations = Locations(shown)
-        locations.record((), node_position(document), None)
-        copier = PlainCopier(locations)
+        locations, copier = _copier(document, shown)
         try:
             data = copier.copy(document, ())
         except TooManyValues:
-            problems.append(LocatedProblem(
-                locations.locate(()), (),
-                f"the document holds more than {MAXIMUM_VALUES} values or "
-                f"{MAXIMUM_TEXT_CHARACTERS} characters of text (keys included) once its YAML "
-                "aliases are expanded"))
+            problems.append(LocatedProblem(locations.locate(()), (), _TOO_MANY_VALUES))
             continue
         problems.extend(LocatedProblem(locations.locate(problem.path, key=problem.key),
                                        problem.path, problem.message)
@@ -218,25 +212,27 @@ def _check_trials(loaded: list[LoadedJob]) -> None:
                                     "files")])
 
 
-def _load_document(document: Any, path: Path, shown: str, digest: str) -> LoadedJob:
+_TOO_MANY_VALUES = (f"the document holds more than {MAXIMUM_VALUES} values or "
+                    f"{MAXIMUM_TEXT_CHARACTERS} characters of text (keys included) once its "
+                    "YAML aliases are expanded")
+
+
+def _copier(document: Any, shown: str) -> tuple[Locations, PlainCopier]:
+    """The positions of a parsed document, and the copier that turns it into plain data."""
     locations = Locations(shown)
     locations.record((), node_position(document), None)
-    copier = PlainCopier(locations)
+    return locations, PlainCopier(locations)
+
+
+def _load_document(document: Any, path: Path, shown: str, digest: str) -> LoadedJob:
+    locations, copier = _copier(document, shown)
     try:
         data = copier.copy(document, ())
     except TooManyValues:
-        raise SpecError(
-            [
-                LocatedProblem(
-                    locations.locate(()),
-                    (),
-                    f"the document holds more than {MAXIMUM_VALUES} values or "
-                    f"{MAXIMUM_TEXT_CHARACTERS} characters of text (keys included) once its "
-                    "YAML aliases are expanded, or an alias refers to a list or mapping that "
-                    "holds it; a job spec needs far fewer",
-                )
-            ]
-        ) from None
+        raise SpecError([LocatedProblem(
+            locations.locate(()), (),
+            f"{_TOO_MANY_VALUES}, or an alias refers to a list or mapping that holds it; a "
+            "job spec needs far fewer")]) from None
 
     problems = [*copier.problems, *find_literal_secrets(data)]
     hidden = {problem.path for problem in problems if problem.hidden_key}
