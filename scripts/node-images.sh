@@ -4,8 +4,10 @@
 #
 #   scripts/node-images.sh build      build every image missing from the cache (progress on
 #                                     standard error)
-#   scripts/node-images.sh archives   build what is missing, then print one line per image on
-#                                     standard output: NAME<TAB>ARCHIVE; import each with
+#   scripts/node-images.sh archives [IMAGE ...]   build what is missing (of every image, or of
+#                                     those named: pause, tensorflow, python, pypy), then print
+#                                     one line per image on standard output: NAME<TAB>ARCHIVE;
+#                                     import each with
 #           `ctr -a SOCKET -n k8s.io images import --index-name NAME ARCHIVE`
 #   scripts/node-images.sh check      build what is missing, import every archive into a private
 #                                     containerd and run each image, then stop it and remove
@@ -450,11 +452,16 @@ pypy_image() {
   printf '%s\t%s\n' "$pypy_name" "$archive"
 }
 
+# archives [IMAGE ...]: every image, or those named (pause, tensorflow, python, pypy).
 archives() {
-  pause_image
-  tensorflow_image
-  python_image
-  pypy_image
+  local wanted=("$@") image
+  [ ${#wanted[@]} -gt 0 ] || wanted=(pause tensorflow python pypy)
+  for image in "${wanted[@]}"; do
+    case $image in
+      pause|tensorflow|python|pypy) "${image}_image" ;;
+      *) fail "no image $image (pause, tensorflow, python, pypy)" ;;
+    esac
+  done
 }
 
 # A private containerd (its own root, state, socket, runc root and CNI directory under a
@@ -580,7 +587,7 @@ stop_check() {  # containerd's pid, whether /run/containerd was there before
 
 case ${1:-} in
   build) archives >/dev/null ;;
-  archives) archives ;;
+  archives) shift; archives "$@" ;;
   check) check ;;
-  *) echo "usage: $0 build | archives | check" >&2; exit 2 ;;
+  *) echo "usage: $0 build | archives [pause|tensorflow|python|pypy ...] | check" >&2; exit 2 ;;
 esac

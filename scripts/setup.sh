@@ -33,11 +33,14 @@ fi
 # - redis-server, which Argo CD's controllers need (tests/gitops/);
 # - the real node's container runtime (containerd, runc), CNI plugins, iptables and conntrack
 #   (kube-proxy), and debootstrap, which builds the root file systems of its images
-#   (scripts/node.sh, scripts/node-images.sh).
+#   (scripts/node.sh, scripts/node-images.sh);
+# - podman, with which `tfcompile run-local` runs pods in their images, its network backend
+#   (netavark) and the init its pods' infra containers run (catatonit).
 wanted=()
 for entry in redis-server:redis-server containerd:containerd runc:runc \
     /usr/lib/cni/bridge:containernetworking-plugins iptables:iptables conntrack:conntrack \
-    debootstrap:debootstrap gcc:gcc; do
+    debootstrap:debootstrap gcc:gcc podman:podman /usr/lib/podman/netavark:netavark \
+    /usr/lib/podman/aardvark-dns:aardvark-dns catatonit:catatonit; do
   if [ "${entry:0:1}" = / ]; then
     [ -e "${entry%%:*}" ] || wanted+=("${entry#*:}")
   else
@@ -54,7 +57,7 @@ if [ ${#wanted[@]} -gt 0 ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/n
   fi
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       --no-install-recommends "${wanted[@]}" >/dev/null; }; then
-    echo "could not install ${wanted[*]}: the cluster and GitOps tests will fail" >&2
+    echo "could not install ${wanted[*]}: the cluster, GitOps and run-local tests will fail" >&2
   fi
   if $created_policy; then rm -f "$policy"; fi
 fi

@@ -192,3 +192,4 @@ def _fast_tier_runs_no_program_but_kustomize(request: pytest.FixtureRequest,
 
 # The session's real node, for the tests that run pods (imported last: it builds on the above).
 from tests.node_fixture import real_node  # noqa: E402, F401
+from tests.podman_fixture import podman_images  # noqa: E402, F401

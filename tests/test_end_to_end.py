@@ -1,6 +1,7 @@
-"""End-to-end: the compiled examples train with real TensorFlow, each pod in its own network
-namespace, through `tfcompile run-local` (compile, render with the job's overlays, run the pods
-as a cluster would). Needs root (namespaces) and TensorFlow; `.ci/run` provides both."""
+"""End-to-end: the compiled examples train with real TensorFlow in the images they name, through
+`tfcompile run-local` (compile, render with the job's overlays, run each pod with podman as a
+cluster would). Needs root and the project's podman with its images (tests/podman_fixture.py);
+`.ci/run` provides both."""
 
 from __future__ import annotations
 
@@ -13,19 +14,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import EXAMPLES, OVERLAYS, job_text
-from tfcompile.compiler.local_run.user_namespace import unused_range
+from tfcompile.compiler.local_run.container_runtime import RUN_LABEL
 
-pytestmark = [
-    pytest.mark.end_to_end,
-    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
-]
+pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("podman_images")]
 
 ACCURACY_BAR = 0.90
 """Held-out accuracy the digits model must reach (measured: 0.99 after 8 epochs)."""
@@ -71,47 +69,53 @@ def progress(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def pod_processes(pod: str, matches: Callable[[list[bytes]], bool]) -> Iterator[int]:
-    """PIDs of a pod's processes (found by HOSTNAME, as `kubectl exec` would reach them) whose
-    command line `matches`."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environment = (entry / "environ").read_bytes().split(b"\0")
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"HOSTNAME={pod}".encode() in environment and matches(command):
-            yield int(entry.name)
+def _parent(process: Path) -> int:
+    fields = _read(process / "stat").rsplit(b")", 1)[-1].split()
+    return int(fields[1]) if len(fields) > 1 else 0
 
 
-def training_processes(pod: str) -> Iterator[int]:
+def container_processes(pod: str) -> list[int]:
+    """PIDs of every process of the pod's running containers in a local run (the container's
+    first process, found through podman, and its descendants): never a process of another
+    pod of the same name, such as one a real node of the suite runs beside these tests."""
+    shown = subprocess.run(
+        ["podman", "ps", "--filter", f"label={RUN_LABEL}", "--filter", f"name=-{pod}-",
+         "--format", "{{.Pid}}"], capture_output=True, text=True, check=True)
+    found = [int(pid) for pid in shown.stdout.split() if pid != "0"]
+    parents = {int(entry.name): _parent(entry) for entry in _processes()}
+    added = True
+    while added:
+        more = [pid for pid, parent in parents.items() if parent in found and pid not in found]
+        found += more
+        added = bool(more)
+    return found
+
+
+def _command(pid: int) -> list[bytes]:
+    return _read(Path(f"/proc/{pid}/cmdline")).split(b"\0")
+
+
+def training_processes(pod: str) -> list[int]:
     """The training script itself (not the launcher around it)."""
-    return pod_processes(pod, lambda command: not any(
-        b"tfcompile-launcher" in part for part in command) and any(
-        part.endswith(b"train.py") for part in command))
+    return [pid for pid in container_processes(pod)
+            if not any(b"tfcompile-launcher" in part for part in _command(pid))
+            and any(part.endswith(b"train.py") for part in _command(pid))]
 
 
-def training_launchers(pod: str) -> Iterator[int]:
+def training_launchers(pod: str) -> list[int]:
     """The launcher (`python …/tfcompile-launcher.pyz -- …`) of a pod's container."""
-    return pod_processes(pod, lambda command: any(
-        part.endswith(b"tfcompile-launcher.pyz") for part in command))
+    return [pid for pid in container_processes(pod)
+            if any(part.endswith(b"tfcompile-launcher.pyz") for part in _command(pid))]
 
 
 def assert_written_by_the_pods_user(shared: Path) -> None:
     """The pods ran as the restricted user (1000) the compiled templates ask for, writing to the
-    claim as the group fsGroup made it writable for; on this machine those IDs are the ones the
-    run's user namespace maps 1000 to, which no account has."""
-    ids = unused_range()
-    assert ids is not None
+    claim as the group fsGroup made it writable for (the pods run with this machine's IDs, as a
+    node runs a pod without `hostUsers: false`)."""
     written = [path for path in shared.rglob("*") if path.is_file()]
     assert written
-    assert {path.stat().st_uid for path in written} == {ids.host_id(1000)}
-    assert {path.stat().st_gid for path in written} == {ids.host_id(1000)}
-    accounts = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines()
-                if line.count(":") >= 2}
-    assert ids.host_id(1000) not in accounts
+    assert {path.stat().st_uid for path in written} == {1000}
+    assert {path.stat().st_gid for path in written} == {1000}
 
 
 def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
@@ -129,16 +133,6 @@ def test_mnist_workers_train_one_model_together(tmp_path: Path) -> None:
     assert_written_by_the_pods_user(shared)
 
 
-def _mounts_naming(path: Path) -> list[str]:
-    """Mounts, in the mount namespace of any process of this machine, whose line names `path`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            table = _read(entry / "mountinfo").decode(errors="replace")
-            found += [line for line in table.splitlines() if str(path) in line]
-    return found
-
-
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
@@ -146,49 +140,24 @@ def _read(path: Path) -> bytes:
         return b""
 
 
-def _mount_namespace(process: Path) -> str:
-    try:
-        return os.readlink(process / "ns" / "mnt")
-    except OSError:
-        return ""
-
-
 def _processes() -> list[Path]:
     return [entry for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
-def _containers_of_the_run(directory: Path) -> set[str]:
-    """The mount namespaces of the run's containers: those of their helpers, whose command
-    names their start file in `directory` (every process of a container shares its namespace;
-    the pods' HOSTNAME is no mark: other runs of the same job may be training on this machine)."""
-    host = _mount_namespace(Path("/proc/self"))
-    return {_mount_namespace(entry) for entry in _processes()
-            if str(directory).encode() in _read(entry / "cmdline")} - {host, ""}
+def _run_objects() -> list[str]:
+    """Every podman pod, container and network of a local run on this machine."""
+    found = []
+    for what in (["pod", "ps"], ["ps", "--all"], ["network", "ls"]):
+        shown = subprocess.run(["podman", *what, "--filter", f"label={RUN_LABEL}", "--quiet"],
+                               capture_output=True, text=True, check=True)
+        found += shown.stdout.split()
+    return found
 
 
-def _started(process: Path) -> tuple[int, bytes] | None:
-    """A live process as (PID, start time), since a PID may be reused; None once it has ended
-    (a zombie is only its exit status, left for its parent)."""
-    fields = _read(process / "stat").rsplit(b")", 1)[-1].split()
-    if not fields or fields[0] == b"Z":
-        return None
-    return int(process.name), fields[19]
-
-
-def _processes_in(namespaces: set[str]) -> set[tuple[int, bytes]]:
-    """The live processes in one of the mount `namespaces`."""
-    found = {_started(entry) for entry in _processes() if _mount_namespace(entry) in namespaces}
-    return {process for process in found if process is not None}
-
-
-def _still_running(processes: set[tuple[int, bytes]]) -> set[tuple[int, bytes]]:
-    return processes & {_started(entry) for entry in _processes()}
-
-
-def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Path) -> None:
-    """SIGKILL to `tfcompile run-local` (it cannot catch it) in the middle of training: within
-    seconds no process of its pods is left and nothing they mounted is mounted anywhere. Its
-    temporary directories stay until the next run, which deletes them."""
+def test_a_killed_run_local_takes_its_pods_with_it(tmp_path: Path) -> None:
+    """SIGKILL to `tfcompile run-local` (it cannot catch it) in the middle of training: its
+    guard removes its pods, their network and its files. The directory it compiled the job
+    into stays until the next run, which deletes it."""
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     environment = {**os.environ, "TMPDIR": str(temporary)}
@@ -205,34 +174,31 @@ def test_a_killed_run_local_takes_its_pods_and_their_mounts_with_it(tmp_path: Pa
         if log.exists() and progress(log):
             break
     assert log.exists() and progress(log), "".join(lines[-40:])
-    containers = _containers_of_the_run(temporary)
-    assert len(containers) == 2  # one per worker, each holding its pod's processes
-    ours = _processes_in(containers)  # the helpers, their guards, the launchers, the training
+    ours = [pid for pod in ("mnist-worker-0", "mnist-worker-1")
+            for pid in container_processes(pod)]
     for pod in ("mnist-worker-0", "mnist-worker-1"):
-        assert {pid for pid, _ in ours} & set(training_processes(pod)), pod
-    assert _mounts_naming(temporary)
-    process.kill()  # run-local alone: its pods run in sessions of their own
+        assert set(ours) & set(training_processes(pod)), pod
+    assert _run_objects()
+    process.kill()  # run-local alone: its guard and the pods run in sessions of their own
     process.wait(timeout=30)
-    deadline = time.monotonic() + 5  # a killed process lets go of its mounts as it ends
-    while ((_still_running(ours) or _mounts_naming(temporary))
-           and time.monotonic() < deadline):
-        time.sleep(0.1)
-    assert _still_running(ours) == set()
-    assert _mounts_naming(temporary) == []
-    left = sorted(temporary.iterdir())  # the run's directory, and the one it compiled into
-    assert sorted(path.name.startswith("tfcompile-run-local-") for path in left) == [
-        False, True], left
+    deadline = time.monotonic() + 120
+    while ((_run_objects() or any(Path(f"/proc/{pid}").exists() for pid in ours)
+            or len(list(temporary.iterdir())) > 1) and time.monotonic() < deadline):
+        time.sleep(0.2)
+    assert _run_objects() == []
+    assert [pid for pid in ours if Path(f"/proc/{pid}").exists()] == []
+    (left,) = temporary.iterdir()  # the directory it compiled the job into
+    assert left.name.startswith("tfcompile-run-local-"), left
     job = tmp_path / "job" / "job.yaml"
     job.parent.mkdir()
     (job.parent / "train.py").write_text("raise SystemExit(3)\n")
-    job.write_text(job_text("broken", script="train.py", command=None))
+    job.write_text(job_text("broken", image="python:3.11", script="train.py", command=None))
     command = [sys.executable, "-m", "tfcompile.compiler.cli", "run-local", str(job),
                "--restart-limit", "0"]
     next_run = subprocess.run(command, capture_output=True, text=True, env=environment,
                               timeout=300, check=False)
     assert next_run.returncode == 1, next_run.stdout + next_run.stderr
-    for directory in left:
-        assert f"removed {directory}, left by a run that was killed" in next_run.stdout
+    assert f"removed {left}, left by a run that was killed" in next_run.stdout
     assert list(temporary.iterdir()) == []
 
 
@@ -290,13 +256,14 @@ def test_after_success_the_launcher_idles_instead_of_training_again(tmp_path: Pa
             if "mnist-worker-0 | tfcompile: training succeeded" in transcript.read_text():
                 break
             time.sleep(0.5)
-        for pid in list(training_launchers("mnist-worker-0")):  # not its restarted successor
-            os.kill(pid, signal.SIGKILL)  # the container dies; the kubelet restarts it
+        # The container's first process: killing it ends the container, which run-local
+        # restarts as the kubelet would (one container of this pod runs at a time).
+        (launcher,) = training_launchers("mnist-worker-0")
+        os.kill(launcher, signal.SIGKILL)
         while time.monotonic() < deadline:
             if "this task already succeeded; idling" in transcript.read_text():
                 break
             time.sleep(0.5)
-        time.sleep(2)
         os.kill(os.getpid(), signal.SIGINT)  # end the run, as Ctrl-C does
 
     with transcript.open("w") as output:
@@ -374,11 +341,11 @@ def test_a_job_that_keeps_failing_ends_with_its_last_lines(tmp_path: Path) -> No
         "import os, sys\n"
         "print('cannot open dataset on', os.environ['HOSTNAME'], flush=True)\n"
         "sys.exit(3)\n")
-    job.write_text(job_text("broken", script="train.py", command=None))
+    job.write_text(job_text("broken", image="python:3.11", script="train.py", command=None))
     started = time.monotonic()
     status, output = run_local(job, tmp_path, "--restart-limit", "2")
     assert status == 1, output
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 300  # the restarts' back-off of 1 s, not a timeout
     # Each pod's lines carry its name (which worker fails first is the machine's choice).
     assert re.search(r"broken-worker-(\d) \| cannot open dataset on broken-worker-\1\n", output)
     assert "training exited with status 3" in output

@@ -1,7 +1,8 @@
 """The examples and `tfcompile init`'s first job run in the public images they name, as they are:
 every image they name is one whose content is known, and every script imports only what that
-image holds. (`run-local` and the other tests run the scripts with this machine's packages, so
-only this test notices a script that needs more than its image.)"""
+image holds. (`run-local` and the node's tests run the examples in images built on this machine
+from the public images' recipes; this test reads every script, including the ones they do not
+run.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Addresses, link names and hosts files of a local run."""
+"""Addresses and hosts-file names of a local run."""
 
 from __future__ import annotations
 
@@ -17,19 +17,20 @@ def pod(name: str, subdomain: str | None, namespace: str | None = "ml") -> Pod:
                termination_grace_period_seconds=30)
 
 
-def test_addresses_are_in_the_private_range_in_pod_order() -> None:
-    plan = addressing.plan_addresses([pod("a-0", "a"), pod("b-0", "b")])
-    assert [str(entry.address) for entry in plan] == ["10.244.0.2", "10.244.0.3"]
-    assert all(entry.address in ipaddress.IPv4Network("10.244.0.0/16") for entry in plan)
-    assert addressing.NETWORK.is_private
+NETWORK = ipaddress.IPv4Network("10.89.3.0/24")
 
 
-def test_link_names_fit_the_kernel_limit() -> None:
-    assert addressing.bridge_name("a1b2c3") == "tfca1b2c3br"
-    assert addressing.bridge_side_link_name("a1b2c3", addressing.MAXIMUM_PODS - 1) \
-        == "tfca1b2c3p65532"
-    with pytest.raises(ValueError, match="longer than 15"):
-        addressing.bridge_side_link_name("a1b2c3", 100000)
+def test_addresses_follow_the_gateway_of_the_runs_network_in_pod_order() -> None:
+    plan = addressing.plan_addresses([pod("a-0", "a"), pod("b-0", "b")], NETWORK)
+    assert [str(entry.address) for entry in plan] == ["10.89.3.2", "10.89.3.3"]
+
+
+def test_a_network_holds_as_many_pods_as_it_has_free_addresses() -> None:
+    small = ipaddress.IPv4Network("10.89.3.0/29")  # 8 addresses: network, gateway, broadcast
+    assert addressing.capacity(small) == 5
+    assert len(addressing.plan_addresses([pod(f"a-{i}", "a") for i in range(5)], small)) == 5
+    with pytest.raises(ValueError, match="holds at most 5 pods, not 6"):
+        addressing.plan_addresses([pod(f"a-{i}", "a") for i in range(6)], small)
 
 
 def test_dns_names_follow_cluster_dns() -> None:
@@ -44,28 +45,21 @@ def test_dns_names_follow_cluster_dns() -> None:
     assert addressing.dns_names(pod("tensorboard-0", None), "cluster.local") == []
 
 
-def test_hosts_file_answers_every_pod_and_the_own_hostname() -> None:
+def test_the_hosts_file_answers_every_pod_and_the_own_hostname() -> None:
     plan = addressing.plan_addresses([pod("j-worker-0", "j-worker"), pod("j-ps-0", "j-ps"),
-                                      pod("j-board", None)])
-    text = addressing.hosts_file(plan[1], plan, "cluster.local")
-    lines = text.splitlines()
-    assert "127.0.0.1\tlocalhost" in lines
-    assert ("10.244.0.2\tj-worker-0.j-worker.ml.svc.cluster.local j-worker-0.j-worker.ml.svc "
-            "j-worker-0.j-worker.ml j-worker-0.j-worker") in lines
-    assert ("10.244.0.3\tj-ps-0.j-ps.ml.svc.cluster.local j-ps-0.j-ps.ml.svc j-ps-0.j-ps.ml "
-            "j-ps-0.j-ps j-ps-0") in lines
-    assert not any("j-board" in line for line in lines)
-    own_board = addressing.hosts_file(plan[2], plan, "cluster.local").splitlines()
-    assert "10.244.0.4\tj-board" in own_board
-
-
-def test_hosts_file_adds_the_names_of_services() -> None:
-    plan = addressing.plan_addresses([pod("j-worker-0", "j-worker")])
-    names = ["kubernetes.default.svc.cluster.local", "kubernetes.default.svc",
-             "kubernetes.default"]
-    lines = addressing.hosts_file(plan[0], plan, "cluster.local",
-                                  [("10.0.0.1", names)]).splitlines()
-    assert lines[-1] == ("10.0.0.1\tkubernetes.default.svc.cluster.local "
-                         "kubernetes.default.svc kubernetes.default")
-    assert str(addressing.GATEWAY) == "10.244.0.1"
-    assert addressing.GATEWAY not in [entry.address for entry in plan]
+                                      pod("j-board", None)], NETWORK)
+    entries = [(name, str(address))
+               for name, address in addressing.host_entries(plan[1], plan, "cluster.local")]
+    assert entries == [
+        ("j-worker-0.j-worker.ml.svc.cluster.local", "10.89.3.2"),
+        ("j-worker-0.j-worker.ml.svc", "10.89.3.2"),
+        ("j-worker-0.j-worker.ml", "10.89.3.2"),
+        ("j-worker-0.j-worker", "10.89.3.2"),
+        ("j-ps-0.j-ps.ml.svc.cluster.local", "10.89.3.3"),
+        ("j-ps-0.j-ps.ml.svc", "10.89.3.3"),
+        ("j-ps-0.j-ps.ml", "10.89.3.3"),
+        ("j-ps-0.j-ps", "10.89.3.3"),
+        ("j-ps-0", "10.89.3.3"),
+    ]
+    own_board = addressing.host_entries(plan[2], plan, "cluster.local")
+    assert ("j-board", ipaddress.IPv4Address("10.89.3.4")) in own_board

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tfcompile.compiler.local_run import LocalRunOptions, preflight, run_pods, volumes
-from tfcompile.compiler.local_run.user_namespace import IdRange
 from tfcompile.compiler.rendering.pods import (
     Container,
     EnvironmentReference,
@@ -57,12 +56,13 @@ def test_without_root_the_run_is_refused_with_exit_2_and_nothing_created(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_missing_programs_are_named_with_their_package(
+def test_without_podman_the_run_says_how_to_install_it(
         as_root: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("shutil.which", lambda program, path=None: None)
     problems = preflight.find_problems([pod("j-worker-0", [container()])], LocalRunOptions())
-    assert problems == ["the `ip` program is not installed (package iproute2)",
-                        "the `nsenter` program is not installed (package util-linux)"]
+    assert problems == ["run-local runs each pod in its image with podman, which is not "
+                        "installed: install podman (Debian/Ubuntu: apt-get install podman; "
+                        "Fedora: dnf install podman)"]
 
 
 def test_unresolved_secrets_are_each_named_with_how_to_supply_them(as_root: None) -> None:
@@ -89,7 +89,7 @@ def test_pods_volumes_and_success_pods_are_checked(as_root: None) -> None:
               VolumeMount("nowhere", "/x", False, None),
               VolumeMount("data", "relative/path", False, None)]
     pods = [
-        pod("j-worker-0", [container(command=[], mounts=mounts)],
+        pod("j-worker-0", [dataclasses.replace(container(command=[], mounts=mounts), image="")],
             [Volume("script", "configMap", {"name": "j-script"}),
              Volume("data", "hostPath", {"path": "/data"}),
              Volume("token", "secret", {"secretName": "api-token"})]),
@@ -100,8 +100,7 @@ def test_pods_volumes_and_success_pods_are_checked(as_root: None) -> None:
                                                                            "j-worker-0"]))
     assert problems == [
         "more than one pod is named j-worker-1",
-        "pod j-worker-0, container tensorflow: has no command; images are not pulled, so the "
-        "image's entrypoint is unknown: give the container a command",
+        "pod j-worker-0, container tensorflow: has no image",
         "pod j-worker-0: volume script needs ConfigMap j-script, which is not available: it is "
         "not among the rendered manifests",
         "pod j-worker-0: volume data: hostPath volumes are not supported by a local run "
@@ -218,11 +217,10 @@ def test_volumes_change_owners_and_modes_only_inside_their_own_directories(
     os.symlink(outside, kept / "to-a-directory")
     os.symlink(outside / "private", kept / "to-a-file")
     before = _modes(outside)
-    ids = IdRange(os.getgid(), 1)  # the pod's fsGroup 0 is this process's group
     shared = pod("j-worker-0", [container()],
                  [Volume("data", "persistentVolumeClaim", {"claimName": "data"})])
     shared = dataclasses.replace(shared, spec={"securityContext": {"fsGroup": 0}})
-    volumes.prepare_pod_volumes(shared, tmp_path / "volumes", claims, {}, {}, ids)
+    volumes.prepare_pod_volumes(shared, tmp_path / "volumes", claims, {}, {})
     assert (kept / "written").stat().st_mode & 0o7777 == 0o660
     assert kept.stat().st_mode & 0o2070 == 0o2070
     assert _modes(outside) == before
@@ -233,5 +231,5 @@ def test_volumes_change_owners_and_modes_only_inside_their_own_directories(
                     [Volume("data", "persistentVolumeClaim", {"claimName": claim_name})])
         named = dataclasses.replace(named, spec={"securityContext": {"fsGroup": 0}})
         with pytest.raises(OSError):
-            volumes.prepare_pod_volumes(named, tmp_path / "volumes", claims, {}, {}, ids)
+            volumes.prepare_pod_volumes(named, tmp_path / "volumes", claims, {}, {})
     assert _modes(outside) == before

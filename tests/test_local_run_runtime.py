@@ -1,5 +1,6 @@
-"""The local runtime with real namespaces (needs root): networking, volumes, restarts, endings,
-and that the host is exactly as before after every run, including one stopped by SIGINT."""
+"""run-local with podman (needs root and the project's podman, tests/podman_fixture.py): pods in
+their images on a network of the run's own, volumes, restarts, endings, and that nothing of the
+run is left on the host after it, including a run stopped by a signal or killed."""
 
 from __future__ import annotations
 
@@ -24,22 +25,17 @@ import pytest
 from tfcompile.compiler.local_run import (
     LocalRunOptions,
     RunOutcome,
-    preflight,
     run_pods,
-    runner,
     supervisor,
 )
-from tfcompile.compiler.local_run.network import NetworkPrograms
 from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.compiler.objects.revision_gate import gate_settings
 from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume, VolumeMount
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not sys.platform.startswith("linux") or os.geteuid() != 0,
-    reason="the local runtime needs root on Linux",
-)]
+pytestmark = [pytest.mark.end_to_end, pytest.mark.usefixtures("podman_images")]
 
+IMAGE = "python:3.11"
 STATE = Volume(launcher.STATE_VOLUME, "emptyDir", {})
 STATE_MOUNT = VolumeMount(launcher.STATE_VOLUME, launcher.STATE_DIRECTORY, False, None)
 WRITE_MARKER = f"open({launcher.SUCCESS_MARKER!r}, 'w').close()"
@@ -49,7 +45,7 @@ def python_container(code: str, *, name: str = "tensorflow",
                      mounts: list[VolumeMount] | None = None,
                      environment: dict[str, str] | None = None) -> Container:
     return Container(
-        name=name, image="tensorflow/tensorflow:2.16.1",
+        name=name, image=IMAGE,
         command=["python", "-c", textwrap.dedent(code)], args=[],
         environment=environment or {}, unresolved=[], volume_mounts=mounts or [], ports=[],
         working_dir=None, resources={},
@@ -106,6 +102,16 @@ def _node_link(name: str) -> bool:
     return name == "tfcompile0" or (master.exists() and master.resolve().name == "tfcompile0")
 
 
+def _podman_objects() -> dict[str, list[str]]:
+    listed = {}
+    for what in (["ps", "--all"], ["pod", "ps"], ["network", "ls"]):
+        shown = subprocess.run(["podman", *what, "--format", "{{.Names}}" if what[0] == "ps"
+                                else "{{.Name}}"], capture_output=True, text=True, check=False)
+        assert shown.returncode == 0, shown.stderr
+        listed[" ".join(what)] = sorted(shown.stdout.split())
+    return listed
+
+
 def host_state() -> dict[str, object]:
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True)
     mounts = [line for line in Path("/proc/self/mountinfo").read_text().splitlines()
@@ -113,10 +119,8 @@ def host_state() -> dict[str, object]:
     return {
         "ip netns": netns.stdout,
         "links": sorted(name for name in os.listdir("/sys/class/net") if not _node_link(name)),
-        "/etc/netns": sorted(os.listdir("/etc/netns")) if os.path.isdir("/etc/netns") else None,
         "mounts": mounts,
-        "/opt/tfcompile": os.path.exists("/opt/tfcompile"),
-        "/mnt/shared": os.path.exists("/mnt/shared"),
+        "podman": _podman_objects(),
         "hostname": os.uname().nodename,
     }
 
@@ -137,7 +141,6 @@ def unchanged_host(tmp_path: Path, token: str) -> Iterator[None]:
     assert _processes_mentioning([token, str(tmp_path)]) == []
     assert host_state() == before
     assert list(tmp_path.iterdir()) == []
-    assert not os.path.exists(f"/{token}")
 
 
 def lines_of(output: io.StringIO, prefix: str) -> list[str]:
@@ -151,7 +154,7 @@ SERVER = """
     interfaces = sorted(name for _, name in socket.if_nameindex())
     print("identity", socket.gethostname(), os.environ["HOSTNAME"],
           os.path.realpath(sys.executable), sys.prefix, os.environ["CHECK"], interfaces,
-          flush=True)
+          "canary" in os.environ, flush=True)
     server = socket.create_server(("0.0.0.0", 2222))
     for _ in range(4):
         connection, _ = server.accept()
@@ -209,7 +212,7 @@ LAUNCHER_CONFIG_MAPS: dict[str, dict[str, str | bytes]] = {"job-launcher": {
 
 def dns_pods(token: str) -> list[Pod]:
     server = Container(
-        name="tensorflow", image="tensorflow/tensorflow:2.16.1",
+        name="tensorflow", image=IMAGE,
         command=launcher.command("worker"),
         args=["python", "-c", textwrap.dedent(SERVER.format(token=token))],
         environment={"CHECK": "as-given"}, unresolved=[],
@@ -226,7 +229,12 @@ def dns_pods(token: str) -> list[Pod]:
 
 
 def test_pods_reach_each_other_by_dns_names_in_two_runs_at_once(
-        tmp_path: Path, token: str, unchanged_host: None) -> None:
+        tmp_path: Path, token: str, unchanged_host: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pod runs in its image (the image's Python, not this machine's), on the run's own
+    network: every cluster DNS name of a pod reaches it, its own hostname and loopback are its
+    own, nothing beyond the network is reachable, and the runner's environment stays out."""
+    monkeypatch.setenv("canary", "the runner's own variable")
     outputs = [io.StringIO(), io.StringIO()]
     outcomes: list[RunOutcome] = []
 
@@ -238,15 +246,15 @@ def test_pods_reach_each_other_by_dns_names_in_two_runs_at_once(
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(60)
+        thread.join(240)
     assert [outcome.exit_code for outcome in outcomes] == [0, 0], [o.getvalue() for o in outputs]
+    networks = set()
     for output in outputs:
         text = output.getvalue()
-        assert text.count("images are not pulled") == 1
+        networks.update(re.findall(r"on podman network (tfcompile-[0-9a-f]{6})", text))
         server = lines_of(output, "job-worker-0")
-        assert server[0] == (f"identity job-worker-0 job-worker-0 "
-                             f"{os.path.realpath(sys.executable)} {sys.prefix} as-given "
-                             "['eth0', 'lo']")
+        assert server[0] == ("identity job-worker-0 job-worker-0 /usr/bin/python3.11 /usr "
+                             "as-given ['eth0', 'lo'] False")
         assert "served 4" in server
         assert "tfcompile: training succeeded; idling (delete or suspend the job to stop)" in server
         client = lines_of(output, "job-chief-0")
@@ -256,12 +264,16 @@ def test_pods_reach_each_other_by_dns_names_in_two_runs_at_once(
             "reached job-worker-0.job-worker.ml.svc hello",
             "reached job-worker-0.job-worker.ml.svc.cluster.local hello",
         ]
-        assert "environment ['HOSTNAME', 'PATH', 'TF_CONFIG']" in client
+        (environment,) = [line for line in client if line.startswith("environment")]
+        assert {"'HOSTNAME'", "'PATH'", "'TF_CONFIG'"} <= set(
+            environment.removeprefix("environment [").removesuffix("]").split(", "))
+        assert "canary" not in environment
         assert "own hostname resolves" in client
         assert "loopback local" in client
         assert "outside Network is unreachable" in client
         assert re.search(r"job-worker-0 +0 +- +yes", text)
         assert "training succeeded (job-worker-0)" in text
+    assert len(networks) == 2
 
 
 VOLUME_WRITER = """
@@ -349,9 +361,9 @@ LINKING = """
 def test_a_sub_path_the_pod_replaced_with_a_link_is_not_followed_after_a_restart(
         tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, token: str,
         unchanged_host: None) -> None:
-    """The helper that starts a container acts as the host's root: a subPath is resolved again
-    at every start, and a folder the pod replaced with a link to a host directory stops the
-    container from starting instead of mounting that directory into it."""
+    """run-local resolves a subPath as the host's root: it is resolved again at every start, and
+    a folder the pod replaced with a link to a host directory stops the container from starting
+    instead of mounting that directory into it."""
     host = tmp_path_factory.mktemp("host-directory")
     host.chmod(0o755)  # any user may look in: followed, the pod would list it
     (host / "secret").write_text("host's")
@@ -368,7 +380,7 @@ def test_a_sub_path_the_pod_replaced_with_a_link_is_not_followed_after_a_restart
     assert outcome.exit_code == 1, output.getvalue()
     assert lines_of(output, "job-worker-0")[0] == "start 1 sees []"
     assert not [line for line in lines_of(output, "job-worker-0") if "start 2" in line]
-    assert ("cannot prepare the container's filesystem: [Errno 40] subPath 'sub': sub is a "
+    assert ("cannot start the container: cannot prepare its volumes: subPath 'sub': sub is a "
             "symbolic link; a subPath is never followed through a link (the pod may have "
             "made it)") in output.getvalue()
     assert {p.name: p.stat() for p in [host, *host.iterdir()]} == before
@@ -442,7 +454,7 @@ def test_a_task_whose_failure_policy_says_stop_ends_the_run_as_failed(
     config_maps = {"job-launcher": {**LAUNCHER_CONFIG_MAPS["job-launcher"],
                                     launcher.SETTINGS_FILE: launcher.settings_text(settings)}}
     failing = Container(
-        name="tensorflow", image="tensorflow/tensorflow:2.16.1", command=launcher.command("worker"),
+        name="tensorflow", image=IMAGE, command=launcher.command("worker"),
         args=["python", "-c", f"raise SystemExit(2)  # {token}"], environment={},
         unresolved=[], volume_mounts=[STATE_MOUNT, LAUNCHER_MOUNT], ports=[], working_dir=None,
         resources={})
@@ -450,10 +462,11 @@ def test_a_task_whose_failure_policy_says_stop_ends_the_run_as_failed(
     started = time.monotonic()
     outcome = run_pods([make_pod("job-worker-0", "job-worker", [failing], volumes=[LAUNCHER])],
                        options(tmp_path, output, success_pods=["job-worker-0"],
-                               config_maps=config_maps, restart_limit=3))
+                               config_maps=config_maps, restart_limit=3,
+                               timeout_seconds=600.0))
     text = output.getvalue()
     assert (outcome.exit_code, outcome.ending) == (1, "failed"), text
-    assert time.monotonic() - started < 20  # not the 30 s timeout: the launcher stopped at once
+    assert time.monotonic() - started < 300  # not the timeout: the launcher stopped at once
     assert "that exit code means do not retry" in text
     assert "job-worker-0 stopped retrying (failurePolicy): exit 2 after 0 restarts" in text
     assert outcome.pods[0].restarts == 0
@@ -476,7 +489,7 @@ def test_timeout_ends_the_run_and_stubborn_pods_are_killed(
     assert outcome.ending == "timed out"
     assert "timed out after 1 s before training succeeded (still waiting for: job-worker-0)" \
         in output.getvalue()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 300  # not the container's hour of sleep
 
 
 # What the compiled jobs ask for (Pod Security "restricted").
@@ -538,64 +551,67 @@ def test_a_signal_stops_everything_and_cleans_up(
     assert f"exit code {128 + number} interrupted" in text
 
 
-def _mounts_mentioning(words: list[str]) -> list[str]:
-    """Mounts, in the mount namespace of any process of this machine, whose line names a word."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            table = Path(f"/proc/{entry}/mountinfo").read_text(errors="replace")
-        except OSError:
-            continue
-        found += [f"{entry}: {line}" for line in table.splitlines()
-                  if any(word in line for word in words)]
-    return found
+def wait_until(condition: Any, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"still {what} after {seconds:g} s"
+        time.sleep(0.1)
 
 
-def test_a_killed_runner_leaves_no_process_and_the_next_run_removes_its_files(
+def test_a_killed_runner_leaves_no_pod_process_or_file(
         tmp_path: Path, token: str, unchanged_host: None) -> None:
-    """SIGKILL cannot be caught: the kernel ends the pods (which run as a user other than root,
-    one of them with a daemon in a session of its own) and their mounts with the runner."""
+    """SIGKILL cannot be caught: the run's guard sees the runner go and removes its pods (which
+    run as a user other than root, one of them with a daemon in a session of its own), their
+    network and the run's files."""
     runner, _ = start_runner_until_ready(tmp_path, token)
-    deadline = time.monotonic() + 30  # the daemon's pod may start after the one that is ready
-    while not _processes_mentioning([f"{token} daemon"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: _processes_mentioning([f"{token} daemon"]), 120,
+               "waiting for the daemon")  # its pod may start after the one that is ready
     assert len(_processes_mentioning([f"{token} daemon"])) == 1
-    assert _mounts_mentioning([str(tmp_path)])  # each container's mounts, in its namespace
     runner.kill()
     runner.communicate(timeout=10)
-    deadline = time.monotonic() + 5  # a killed process lets go of its mounts as it ends
-    while ((_processes_mentioning([token]) or _mounts_mentioning([str(tmp_path)]))
-           and time.monotonic() < deadline):
-        time.sleep(0.05)
-    assert _processes_mentioning([token]) == []
-    assert _mounts_mentioning([str(tmp_path)]) == []
-    (left,) = tmp_path.iterdir()
+    wait_until(lambda: not _processes_mentioning([token]) and not list(tmp_path.iterdir())
+               and not _podman_objects()["pod ps"], 120, "finding the run's pods or files")
+
+
+def test_a_command_the_image_lacks_fails_its_start_and_then_the_run(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
     output = io.StringIO()
     missing = python_container(f"# {token}", mounts=[STATE_MOUNT])
     missing = dataclasses.replace(missing, command=[f"no-such-program-{token}"], args=["x"])
     outcome = run_pods([make_pod("job-worker-0", "job-worker", [missing])],
                        options(tmp_path, output, restart_limit=0))
     text = output.getvalue()
-    assert f"removed {left}, left by a run that was killed" in text
-    assert outcome.exit_code == 1
-    assert (f"job-worker-0 | tfcompile run-local: cannot run 'no-such-program-{token}': "
-            "not found in $PATH") in text
-    assert "job-worker-0 exited with status 128 after 0 restart(s); the limit is 0" in text
+    assert outcome.exit_code == 1, text
+    assert re.search(rf"job-worker-0 \| .*no-such-program-{token}.*not found", text), text
+    assert re.search(r"job-worker-0 exited with status 12[67] after 0 restart\(s\); the limit "
+                     r"is 0", text), text
+
+
+def test_an_image_that_is_not_there_fails_the_start_with_podmans_words(
+        tmp_path: Path, token: str, unchanged_host: None) -> None:
+    output = io.StringIO()
+    absent = dataclasses.replace(python_container(f"# {token}"),
+                                 image=f"localhost/tfcompile-test/absent-{token}:1")
+    raw = {"containers": [{"name": "tensorflow", "imagePullPolicy": "Never"}]}
+    pod = dataclasses.replace(make_pod("job-worker-0", "job-worker", [absent]), spec=raw)
+    outcome = run_pods([pod], options(tmp_path, output, restart_limit=0))
+    text = output.getvalue()
+    assert outcome.exit_code == 1, text
+    assert f"absent-{token}:1: image not known" in text
 
 
 def test_a_setup_failure_ends_with_exit_1_and_leaves_nothing(
         tmp_path: Path, token: str, unchanged_host: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    programs = preflight.find_programs()[0]
-    assert programs is not None
-    monkeypatch.setattr(runner, "find_programs", lambda: (NetworkPrograms(ip="/bin/false",
-                                                              nsenter=programs.nsenter), []))
+    broken = tmp_path.parent / f"{tmp_path.name}-storage.conf"
+    broken.write_text("[storage\n")
     output = io.StringIO()
     pods = [make_pod("job-worker-0", "job-worker", [python_container(f"# {token}")])]
-    outcome = run_pods(pods, options(tmp_path, output))
-    assert (outcome.exit_code, outcome.ending) == (1, "setup failed")
-    assert "could not set up the run: could not configure the run's bridge" in output.getvalue()
+    with monkeypatch.context() as patch:
+        patch.setenv("CONTAINERS_STORAGE_CONF", str(broken))
+        outcome = run_pods(pods, options(tmp_path, output))
+    broken.unlink()
+    assert (outcome.exit_code, outcome.ending) == (1, "setup failed"), output.getvalue()
+    assert "could not set up the run: `podman info --format` failed" in output.getvalue()
 
 
 def test_an_unexpected_error_still_stops_and_removes_everything(

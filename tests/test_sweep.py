@@ -4,7 +4,6 @@ environment, trials pruned with their points, and every mistake located."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -318,8 +317,8 @@ print("stand-in:", os.environ["TFCOMPILE_TRIAL"], sys.argv[1:], os.environ["HIDD
 """
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.geteuid() != 0, reason="run-local needs root (namespaces)")
+@pytest.mark.end_to_end
+@pytest.mark.usefixtures("podman_images")
 def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
     """`run-local --job <trial>`: the trial's values reach its training (a stand-in program);
     without `--job`, a sweep's file is refused naming its trials."""
@@ -343,7 +342,7 @@ def test_run_local_runs_the_trial_it_is_given(tmp_path: Path) -> None:
 
 
 @pytest.mark.end_to_end
-@pytest.mark.skipif(os.geteuid() != 0, reason="run-local needs root (namespaces)")
+@pytest.mark.usefixtures("podman_images")
 def test_a_trial_of_the_workshop_sweep_trains_with_its_values(tmp_path: Path) -> None:
     """The example's trial (learning rate 0.01, 5 hidden layers) trains with real TensorFlow,
     logs under its own directory of the shared claim, and learns the picture."""

@@ -1,10 +1,9 @@
 """`tfcompile run-local`: run the pods of a compiled job on this machine, as a cluster would.
 
-There is no cluster or container engine here, so every pod of the rendered manifests becomes a
-group of local processes: its own network namespace on a bridge private to the run, a hosts file
-answering every pod's cluster DNS names, its volumes, and for each container a private mount and
-PID namespace; commands run with this machine's Python, as no user of this machine (a user
-namespace), and end with the run however it ends. See `run_pods` for the contract.
+Every pod of the rendered manifests runs in the image it names, with podman: a network of the
+run's own, one podman pod per pod (its address, hostname, and a hosts file answering every pod's
+cluster DNS names), its volumes, each container as its pod's user, restarted with the kubelet's
+back-off; everything ends with the run however it ends. See `run_pods` for the contract.
 """
 
 from .options import ContainerSummary, LocalRunOptions, PodSummary, RunOutcome

@@ -4,7 +4,8 @@ A cluster runs a container as `runAsUser`/`runAsGroup` (the container's own, els
 with `fsGroup` and `supplementalGroups` as supplementary groups, and a volume a pod shares
 (a claim) is made group-writable for `fsGroup`. `run-local` does the same, so a job that
 writes where a non-root user cannot fails here first, not after the sync. Without `runAsUser`
-the image's user applies; images are not pulled here, so that is root.
+the image's user applies (its USER, or root), and without `runAsGroup` that user's group, as
+the container runtime of a node decides.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from tfcompile.compiler.rendering.pods import Pod
 
 @dataclass(frozen=True)
 class Identity:
-    """What the container's process becomes before it runs the command."""
+    """What the container's process becomes before it runs the command: None leaves the user
+    (or group) to the image; `groups` are the supplementary groups."""
 
-    user: int
-    group: int
+    user: int | None
+    group: int | None
     groups: tuple[int, ...]
     no_new_privileges: bool
 
@@ -31,7 +33,8 @@ def _context(node: Mapping[str, Any]) -> Mapping[str, Any]:
     return context if isinstance(context, Mapping) else {}
 
 
-def _raw_container(pod: Pod, name: str) -> Mapping[str, Any]:
+def raw_container(pod: Pod, name: str) -> Mapping[str, Any]:
+    """The rendered container (or init container) `name` of the pod; empty when absent."""
     for kind in ("initContainers", "containers"):
         for container in pod.spec.get(kind) or []:
             if isinstance(container, Mapping) and container.get("name") == name:
@@ -50,10 +53,10 @@ def fs_group(pod: Pod) -> int | None:
 
 def identity_of(pod: Pod, container_name: str) -> Identity:
     pod_context = _context(pod.spec)
-    context = _context(_raw_container(pod, container_name))
-    user = _integer(context.get("runAsUser", pod_context.get("runAsUser"))) or 0
-    group = _integer(context.get("runAsGroup", pod_context.get("runAsGroup"))) or 0
-    groups = [group]
+    context = _context(raw_container(pod, container_name))
+    user = _integer(context.get("runAsUser", pod_context.get("runAsUser")))
+    group = _integer(context.get("runAsGroup", pod_context.get("runAsGroup")))
+    groups = [] if group is None else [group]
     shared = fs_group(pod)
     if shared is not None:
         groups.append(shared)

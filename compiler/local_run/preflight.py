@@ -1,52 +1,43 @@
 """Every reason a local run cannot start, found before anything is created.
 
-A refused run reports all its problems at once, each saying what to do: run as root, install a
-missing program, supply a missing Secret value, fix a volume, use a user ID the run maps. Nothing
-on the host changes before these checks pass.
+A refused run reports all its problems at once, each saying what to do: run as root, install
+podman, supply a missing Secret value, fix a volume. Nothing on the host changes before these
+checks pass.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from collections.abc import Sequence
 
 from tfcompile.compiler.rendering.pods import Container, EnvironmentReference, Pod
 
 from . import addressing, volumes
-from .network import NetworkPrograms
+from .container_runtime import INSTALL_HINT, find_podman
 from .options import LocalRunOptions
-from .user_namespace import id_problems
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_REQUIRED_PROGRAMS = {"ip": "iproute2", "nsenter": "util-linux"}
 SECRETS_FILE_HINT = "the secrets file (--secrets FILE)"
 
 
-def find_programs() -> tuple[NetworkPrograms | None, list[str]]:
-    """Where `ip` and `nsenter` are, or what to install."""
-    found: dict[str, str] = {}
-    problems: list[str] = []
-    for program, package in _REQUIRED_PROGRAMS.items():
-        path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin:/usr/bin:/bin")
-        if path is None:
-            problems.append(f"the `{program}` program is not installed (package {package})")
-        else:
-            found[program] = path
-    if problems:
-        return None, problems
-    return NetworkPrograms(ip=found["ip"], nsenter=found["nsenter"]), []
+def podman_problems() -> list[str]:
+    """What to install when podman is missing."""
+    if find_podman() is None:
+        return [f"run-local runs each pod in its image with podman, which is not installed: "
+                f"{INSTALL_HINT}"]
+    return []
 
 
 def _machine_problems() -> list[str]:
     if not sys.platform.startswith("linux"):
-        return ["run-local needs Linux (network, mount and PID namespaces)"]
+        return ["run-local needs Linux (podman's containers)"]
     if os.geteuid() != 0:
-        return ["run-local needs root: every pod gets its own network, mount and PID namespaces; "
+        return ["run-local needs root: it runs podman as root, which gives each pod its "
+                "address on a network of the run's own and a claim's files to the pod's fsGroup; "
                 "run it as root (for example with sudo)"]
     return []
 
@@ -90,9 +81,8 @@ def _container_problems(pod: Pod, container: Container) -> list[str]:
     where = f"pod {pod.name}, container {container.name}"
     if not _DNS_LABEL.fullmatch(container.name):
         problems.append(f"{where}: the container name is not a DNS label")
-    if not container.command:
-        problems.append(f"{where}: has no command; images are not pulled, so the image's "
-                        "entrypoint is unknown: give the container a command")
+    if not container.image:
+        problems.append(f"{where}: has no image")
     if container.working_dir is not None and not container.working_dir.startswith("/"):
         problems.append(f"{where}: workingDir must be an absolute path")
     return problems
@@ -144,11 +134,14 @@ def _success_problems(pods: Sequence[Pod], options: LocalRunOptions) -> list[str
 def find_problems(pods: Sequence[Pod], options: LocalRunOptions) -> list[str]:
     """Everything that keeps these pods from running locally; empty when the run may start."""
     problems = _machine_problems()
-    problems += find_programs()[1]
+    problems += podman_problems()
     if not pods:
         problems.append("there are no pods to run (is every role scaled to 0, or suspended?)")
-    if len(pods) > addressing.MAXIMUM_PODS:
-        problems.append(f"a local run holds at most {addressing.MAXIMUM_PODS} pods")
+    for name, directory in (("--claims-directory", options.claims_directory),
+                            ("the temporary directory", options.temporary_directory)):
+        if directory is not None and "," in str(directory):
+            problems.append(f"{name} {directory}: a path with a comma cannot be mounted "
+                            "(podman's --mount separates its options with commas)")
     names = [pod.name for pod in pods]
     for name in sorted({name for name in names if names.count(name) > 1}):
         problems.append(f"more than one pod is named {name}")
@@ -156,5 +149,4 @@ def find_problems(pods: Sequence[Pod], options: LocalRunOptions) -> list[str]:
         problems += _pod_problems(pod, options)
     problems += unresolved_reference_problems(pods)
     problems += _success_problems(pods, options)
-    problems += id_problems(pods)
     return problems

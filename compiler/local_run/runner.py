@@ -1,44 +1,43 @@
-"""`run_pods`: run the pods of rendered manifests on this machine, as a cluster would.
+"""`run_pods`: run the pods of rendered manifests in their images with podman, as a cluster would.
 
 The order of a run: check everything that could refuse it (nothing changes before); make the run's
-temporary directory, its user namespace, the pods' volumes and hosts files; build the network;
-start the pods and supervise them until the run ends; then, whatever happened (success, failure,
-an exception, or SIGINT/SIGTERM/SIGHUP to the runner), stop every container, release the
-namespaces and delete the temporary directory. Signals are caught only while a run is in
-progress, and only when `run_pods` is called from the main thread; a signal while the pods are
-stopping skips the grace periods. When the runner is killed (SIGKILL) the kernel ends every
-container with it (see `container_entry`) and frees the namespaces; only the temporary directory
-stays, until the next run deletes it (see `workspace`).
+temporary directory and start its guard (`guard`); make the network, the pods' volumes and the
+podman pods; start the containers and supervise them until the run ends; then, whatever happened
+(success, failure, an exception, or SIGINT/SIGTERM/SIGHUP to the runner), stop every container,
+remove the pods and the network and delete the temporary directory. Signals are caught only while
+a run is in progress, and only when `run_pods` is called from the main thread; a signal while the
+pods are stopping skips the grace periods. When the runner is killed (SIGKILL) its guard removes
+the pods, the network and the temporary directory.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import math
 import signal
 import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType, TracebackType
 from typing import Any
 
 from tfcompile.compiler.rendering.pods import Container, Pod
+from tfcompile.compiler.rendering.quantities import parse_quantity
 
 from . import addressing, volumes
 from .addressing import PodAddress
 from .backoff import RestartBackoff
 from .console import Console
-from .filesystem_view import MountRequest
-from .identity import identity_of
-from .network import (
-    NetworkPrograms,
-    NetworkSetupError,
-    PodNamespaces,
-    RunNetwork,
-    create_network,
+from .container_runtime import (
+    ContainerStart,
+    Podman,
+    PodmanError,
+    find_podman,
+    pull_option,
+    qualified_image,
 )
+from .identity import identity_of, raw_container
 from .options import (
     EXIT_FAILED,
     EXIT_REFUSED,
@@ -48,7 +47,8 @@ from .options import (
     PodSummary,
     RunOutcome,
 )
-from .preflight import find_problems, find_programs
+from .preflight import find_problems
+from .sub_paths import resolved_source
 from .supervisor import (
     FAILED,
     INTERRUPTED,
@@ -58,15 +58,14 @@ from .supervisor import (
     PodRun,
     Supervisor,
 )
-from .user_namespace import UserNamespace, create_user_namespace, unused_range
-from .workspace import SHIMS_PATH, Workspace, new_run_identifier, remove_abandoned
+from .workspace import Workspace, new_run_identifier, remove_abandoned
 
-ENTRY_MODULE = f"{__package__}.container_entry"
+GUARD_MODULE = f"{__package__}.guard"
+GUARD_WAIT_SECONDS = 60.0
 SETUP_FAILED = "setup failed"
 REFUSED = "refused"
-HOSTS_PATH = "/etc/hosts"
-START_FILE = "start.json"
-STAGING_DIRECTORY = "staging"
+START_ERROR_STATUS = 128
+"""The status of a container that could not start (the kubelet's StartError)."""
 
 
 class _SignalCatcher:
@@ -112,90 +111,87 @@ def _container_prefix(pod: Pod, container: Container, is_init: bool) -> str:
     return f"{pod.name}/{container.name}"
 
 
-def interpreter_mounts(mounts: list[MountRequest]) -> list[MountRequest]:
-    """The interpreter's own environment, bound again (read-only) where a volume would hide it:
-    a virtualenv under /tmp disappears below the pod's /tmp emptyDir otherwise. Mounts are made
-    shallowest first, so these land on top."""
-    covered = []
-    for path in sorted({sys.prefix, sys.base_prefix}):
-        if any(path.startswith(mount.target.rstrip("/") + "/") for mount in mounts):
-            covered.append(MountRequest(path, path, True))
-    return covered
+def _limits(container: Mapping[str, Any]) -> list[str]:
+    """podman's limits for the container's `resources.limits` (CPU and memory), which podman's
+    cgroups enforce as the kubelet's do."""
+    resources = container.get("resources")
+    limits = resources.get("limits") if isinstance(resources, Mapping) else None
+    if not isinstance(limits, Mapping):
+        return []
+    options: list[str] = []
+    if "memory" in limits:
+        options += ["--memory", str(math.ceil(parse_quantity(str(limits["memory"]))))]
+    if "cpu" in limits:
+        options += ["--cpus", f"{float(parse_quantity(str(limits['cpu']))):g}"]
+    return options
 
 
-def write_start_file(workspace: Workspace, namespaces: PodNamespaces, users: UserNamespace,
-                     container: Container, pod: Pod, pod_volumes: volumes.PodVolumes) -> None:
-    """Write what `container_entry` needs to start `container` of `pod` in its namespaces."""
-    directory = workspace.container_directory(pod.name, container.name)
-    (directory / STAGING_DIRECTORY).mkdir(parents=True)
-    mounts = [*volumes.container_mounts(container, pod_volumes),
-              MountRequest(str(workspace.hosts_file(pod.name)), HOSTS_PATH, False)]
-    if workspace.has_shims():
-        mounts.append(MountRequest(str(workspace.bin_directory), SHIMS_PATH, True))
-    mounts.extend(interpreter_mounts(mounts))
-    environment = {
-        "PATH": workspace.container_path_variable(),
-        "HOSTNAME": addressing.pod_hostname(pod),
-        **container.environment,
-    }
+def _capabilities(context: Mapping[str, Any], which: str) -> list[str]:
+    capabilities = context.get("capabilities")
+    listed = capabilities.get(which) if isinstance(capabilities, Mapping) else None
+    return [str(name) for name in listed] if isinstance(listed, list) else []
+
+
+def container_start(podman: Podman, pod_run: PodRun, run: ContainerRun,
+                    pod_volumes: volumes.PodVolumes) -> ContainerStart:
+    """What `podman run` needs for this start of `run`'s container; OSError when a mount's
+    subPath cannot be used (a link the pod made, say)."""
+    pod, container = pod_run.pod, run.container
+    raw = raw_container(pod, container.name)
+    context = raw.get("securityContext")
+    context = context if isinstance(context, Mapping) else {}
     identity = identity_of(pod, container.name)
-    start = {
-        "runner_process": os.getpid(),
-        "network_namespace": namespaces.network,
-        "uts_namespace": namespaces.uts,
-        "user_namespace": users.descriptor,
-        "staging_directory": str(directory / STAGING_DIRECTORY),
-        "mounts": [{"source": m.source, "target": m.target, "read_only": m.read_only,
-                    "sub_path": m.sub_path, "create": m.create} for m in mounts],
-        "working_directory": container.working_dir or "/",
-        "arguments": [*container.command, *container.args],
-        "environment": environment,
-        "user": identity.user,
-        "group": identity.group,
-        "groups": list(identity.groups),
-        "no_new_privileges": identity.no_new_privileges,
-        # The interpreter may live under a directory only the host's root may enter (a home):
-        # the container's own view of those directories is made traversable.
-        "traversable": sorted({os.path.realpath(sys.executable), sys.prefix, sys.base_prefix}),
-    }
-    (directory / START_FILE).write_text(json.dumps(start), encoding="utf-8")
-
-
-def launch_container(workspace: Workspace, namespaces: PodNamespaces, users: UserNamespace,
-                     run: ContainerRun) -> subprocess.Popen[bytes]:
-    """Start one container (from its start file) in a new session; its output on one pipe.
-
-    The caller's thread must outlive the container: the kernel kills the container's helper, and
-    with it every process of the container, when the thread that started it ends."""
-    start_file = workspace.container_directory(run.pod.name, run.container.name) / START_FILE
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", ENTRY_MODULE, str(start_file)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={},
-        cwd="/",
-        start_new_session=True,
-        pass_fds=(namespaces.network, namespaces.uts, users.descriptor),
+    mounts = [(resolved_source(request), request.target, request.read_only)
+              for request in volumes.container_mounts(container, pod_volumes)]
+    image = qualified_image(container.image)
+    policy = raw.get("imagePullPolicy")
+    return ContainerStart(
+        name=f"{podman.pod_name(pod.name)}-{container.name}-{run.starts}",
+        pod=pod.name,
+        image=image,
+        pull=pull_option(str(policy) if policy else None, container.image),
+        command=container.command,
+        arguments=container.args,
+        environment=container.environment,
+        working_directory=container.working_dir,
+        user=identity.user,
+        group=identity.group,
+        supplementary_groups=[group for group in identity.groups if group != identity.group],
+        no_new_privileges=identity.no_new_privileges,
+        read_only_root=context.get("readOnlyRootFilesystem") is True,
+        dropped_capabilities=_capabilities(context, "drop"),
+        added_capabilities=_capabilities(context, "add"),
+        mounts=mounts,
+        grace_seconds=pod.termination_grace_period_seconds,
+        limits=_limits(raw),
     )
+
+
+def failed_start(message: str) -> subprocess.Popen[bytes]:
+    """A process standing for a container that could not start: it prints why and exits with
+    START_ERROR_STATUS, so that the start counts as failed and is retried with the back-off."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(int(sys.argv[2]))",
+         f"cannot start the container: {message}", str(START_ERROR_STATUS)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True)
 
 
 class _Run:
     """One run in progress: what it created, so that all of it can be undone."""
 
-    def __init__(self, pods: Sequence[Pod], options: LocalRunOptions, programs: NetworkPrograms,
+    def __init__(self, pods: Sequence[Pod], options: LocalRunOptions, program: str,
                  console: Console, signals: _SignalCatcher) -> None:
         self.pods = list(pods)
         self.options = options
-        self.programs = programs
         self.console = console
         self.signals = signals
         self.identifier = new_run_identifier()
-        self.plan = addressing.plan_addresses(self.pods)
+        self.podman = Podman(program, self.identifier)
         self.workspace: Workspace | None = None
-        self.network: RunNetwork | None = None
-        self.users: UserNamespace | None = None
+        self.guard: subprocess.Popen[bytes] | None = None
         self.pod_runs: list[PodRun] = []
+        self.pod_volumes: dict[str, volumes.PodVolumes] = {}
 
     # Setting up ------------------------------------------------------------------------------
 
@@ -212,19 +208,19 @@ class _Run:
             tail=deque(maxlen=options.failure_tail_lines),
         )
 
-    def _prepare_pod(self, workspace: Workspace, users: UserNamespace,
-                     entry: PodAddress) -> tuple[PodRun, volumes.PodVolumes]:
+    def _prepare_pod(self, workspace: Workspace, entry: PodAddress,
+                     plan: Sequence[PodAddress]) -> PodRun:
         pod, options = entry.pod, self.options
-        workspace.pod_directory(pod.name).mkdir(parents=True)
-        workspace.hosts_file(pod.name).write_text(
-            addressing.hosts_file(entry, self.plan, options.cluster_domain), encoding="utf-8")
-        pod_volumes = volumes.prepare_pod_volumes(
+        workspace.volumes_directory(pod.name).mkdir(parents=True)
+        pod_volumes = self.pod_volumes[pod.name] = volumes.prepare_pod_volumes(
             pod, workspace.volumes_directory(pod.name), workspace.claims,
-            options.config_maps, options.secrets, users.ids)
+            options.config_maps, options.secrets)
+        self.podman.create_pod(pod.name, entry.address, entry.hostname,
+                               addressing.host_entries(entry, plan, options.cluster_domain))
         marker_directory = pod_volumes.directories.get(options.success_marker_volume)
         is_marker_volume = (pod_volumes.kinds.get(options.success_marker_volume)
                             == volumes.EMPTY_DIRECTORY)
-        pod_run = PodRun(
+        return PodRun(
             pod=pod,
             address=str(entry.address),
             init_containers=[self._container_run(pod, c, True) for c in pod.init_containers],
@@ -234,36 +230,37 @@ class _Run:
             failure_marker=(marker_directory / options.failure_marker_file
                             if marker_directory is not None and is_marker_volume else None),
         )
-        return pod_run, pod_volumes
-
-    def _write_start_file(self, workspace: Workspace, network: RunNetwork, users: UserNamespace,
-                          pod_run: PodRun, run: ContainerRun,
-                          pod_volumes: volumes.PodVolumes) -> None:
-        write_start_file(workspace, network.pods[pod_run.pod.name], users, run.container,
-                         pod_run.pod, pod_volumes)
 
     def _launch(self, run: ContainerRun) -> subprocess.Popen[bytes]:
-        assert self.workspace is not None and self.network is not None
-        assert self.users is not None
-        return launch_container(self.workspace, self.network.pods[run.pod.name], self.users,
-                                run)
+        pod_run = next(pod for pod in self.pod_runs if pod.pod.name == run.pod.name)
+        try:
+            start = container_start(self.podman, pod_run, run, self.pod_volumes[run.pod.name])
+        except OSError as error:
+            return failed_start(f"cannot prepare its volumes: {error.strerror or error}")
+        command, environment = self.podman.run_command(start)
+        return subprocess.Popen(command, env=environment, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
-    def _announce(self, workspace: Workspace, users: UserNamespace) -> None:
-        version = ".".join(str(part) for part in sys.version_info[:3])
+    def _start_guard(self, workspace: Workspace) -> None:
+        self.guard = subprocess.Popen(
+            [sys.executable, "-m", GUARD_MODULE, self.podman.program, self.identifier,
+             str(workspace.root)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+
+    def _announce(self, workspace: Workspace, plan: Sequence[PodAddress]) -> None:
         self.console.notice(
-            "images are not pulled: every container runs its command on this machine, with "
-            f"`python` being {sys.executable} (Python {version})")
-        self.console.notice(
-            f"run {self.identifier}: {len(self.pods)} pod(s) on {addressing.NETWORK}, "
-            f"files in {workspace.root}")
-        self.console.notice(
-            f"pods run in a user namespace: their user and group IDs 0-{users.ids.size - 1} are "
-            f"host IDs {users.ids.describe()}, which no account of this machine has")
-        width = max(len(entry.pod.name) for entry in self.plan)
-        for entry in self.plan:
+            f"run {self.identifier}: {len(self.pods)} pod(s) on podman network "
+            f"{self.podman.network_name}, files in {workspace.root}")
+        width = max(len(entry.pod.name) for entry in plan)
+        for entry in plan:
             names = addressing.dns_names(entry.pod, self.options.cluster_domain)
-            self.console.notice(f"  {entry.pod.name:<{width}}  {entry.address!s:<12}  "
-                                f"{names[0] if names else entry.hostname}")
+            images = ", ".join(dict.fromkeys(qualified_image(container.image) for container
+                                             in [*entry.pod.init_containers,
+                                                 *entry.pod.containers]))
+            self.console.notice(f"  {entry.pod.name:<{width}}  {entry.address!s:<15}  "
+                                f"{names[0] if names else entry.hostname}  {images}")
 
     def _set_up(self) -> Supervisor:
         options = self.options
@@ -271,20 +268,12 @@ class _Run:
             self.console.notice(f"removed {directory}, left by a run that was killed")
         workspace = self.workspace = Workspace.create(
             self.identifier, options.temporary_directory, options.claims_directory)
-        ids = unused_range()
-        if ids is None:  # taken since the preflight checked
-            raise OSError("no range of host user IDs is free for the pods' user namespace")
-        users = self.users = create_user_namespace(ids)
-        self._announce(workspace, users)
-        pod_volumes: dict[str, volumes.PodVolumes] = {}
-        for entry in self.plan:
-            pod_run, pod_volumes[entry.pod.name] = self._prepare_pod(workspace, users, entry)
-            self.pod_runs.append(pod_run)
-        network = self.network = create_network(self.identifier, self.plan, self.programs)
-        for pod_run in self.pod_runs:
-            for run in pod_run.runs():
-                self._write_start_file(workspace, network, users, pod_run, run,
-                                       pod_volumes[pod_run.pod.name])
+        self._start_guard(workspace)
+        self.podman.check()
+        plan = addressing.plan_addresses(self.pods, self.podman.create_network())
+        self._announce(workspace, plan)
+        for entry in plan:
+            self.pod_runs.append(self._prepare_pod(workspace, entry, plan))
         width = max(len(run.prefix) for pod_run in self.pod_runs for run in pod_run.runs())
         self.console.prefix_width = width
         return Supervisor(self.pod_runs, self._launch, self.console, options,
@@ -298,7 +287,7 @@ class _Run:
         try:
             try:
                 supervisor = self._set_up()
-            except (NetworkSetupError, OSError) as error:
+            except (PodmanError, OSError, ValueError) as error:
                 ending = Ending(SETUP_FAILED, f"could not set up the run: {error}")
             else:
                 try:
@@ -315,13 +304,20 @@ class _Run:
         return self._report(ending, summaries)
 
     def _release(self) -> None:
-        if self.network is not None:
-            self.network.close()
-        if self.users is not None:
-            self.users.close()
+        """Remove the pods (a container still running after its grace is stopped at once),
+        the network and the temporary directory; then let the guard go."""
+        for complaint in self.podman.remove_run():
+            self.console.notice(f"warning: podman: {complaint}")
         if self.workspace is not None:
             for failure in self.workspace.remove():
                 self.console.notice(f"warning: could not delete {failure}")
+        if self.guard is not None:
+            assert self.guard.stdin is not None
+            self.guard.stdin.close()
+            try:
+                self.guard.wait(GUARD_WAIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.console.notice("warning: the run's guard is still removing its pods")
 
     # Reporting -------------------------------------------------------------------------------
 
@@ -372,23 +368,24 @@ class _Run:
 
 
 def run_pods(pods: Sequence[Pod], options: LocalRunOptions) -> RunOutcome:
-    """Run `pods` on this machine as a cluster would, until training succeeds or the run fails.
+    """Run `pods` in their images with podman as a cluster would, until training succeeds or the
+    run fails.
 
-    Each pod gets its own network namespace on a bridge private to the run (10.244.0.0/16), a
-    hosts file answering every pod's DNS names, its own hostname, its volumes (see `volumes`) and
-    for each container a private mount and PID namespace; every container runs as its pod's user
-    inside the run's user namespace, as no user of this machine (see `user_namespace`).
-    Containers run their commands with this machine's Python first on PATH, restart with the
-    kubelet's back-off, and their output is printed live as `pod-name | line`. The run ends with
-    exit code 0 once every pod in `options.success_pods` has written its success marker; 1 when a
-    container exceeds the restart limit or fails for good, at the timeout, or when the run cannot
-    be set up; 2 when the run is refused before anything is created (every reason is printed to
-    `options.errors` and listed in `RunOutcome.problems`: not root, missing programs, missing
-    Secret values, unsupported volumes, user IDs beyond the mapped ones, ...); 128 + the signal
-    number when SIGINT, SIGTERM or SIGHUP stopped it. Whatever the ending, every process,
-    namespace and temporary file of the run is gone on return; if the runner is killed instead,
-    its containers end with it.
-    Needs root and Linux. Errors in the caller's own use (bad options) raise ValueError.
+    The run gets a podman network of its own (internal: no route beyond it); each pod a podman
+    pod with its address there, its hostname and a hosts file answering every pod's DNS names,
+    and its volumes (see `volumes`); every container runs in its image (pulled as its
+    imagePullPolicy says), as its pod's user and groups, with its security context's
+    capabilities, privilege escalation and read-only root, and its CPU and memory limits.
+    Containers restart with the kubelet's back-off, each start a new container, and their
+    output is printed live as `pod-name | line`. The run ends with exit code 0 once every pod in
+    `options.success_pods` has written its success marker; 1 when a container exceeds the
+    restart limit or fails for good, at the timeout, or when the run cannot be set up; 2 when
+    the run is refused before anything is created (every reason is printed to `options.errors`
+    and listed in `RunOutcome.problems`: not root, podman missing, missing Secret values,
+    unsupported volumes, ...); 128 + the signal number when SIGINT, SIGTERM or SIGHUP stopped
+    it. Whatever the ending, every pod, container, the network and the temporary files of the
+    run are gone on return; if the runner is killed instead, its guard removes them.
+    Needs root, Linux and podman. Errors in the caller's own use (bad options) raise ValueError.
     """
     output = options.output if options.output is not None else sys.stdout
     errors = options.errors if options.errors is not None else sys.stderr
@@ -399,8 +396,7 @@ def run_pods(pods: Sequence[Pod], options: LocalRunOptions) -> RunOutcome:
         errors.flush()
         message = f"the run cannot start ({len(problems)} problem(s))"
         return RunOutcome(EXIT_REFUSED, REFUSED, message, tuple(problems))
-    programs, _ = find_programs()
-    assert programs is not None
+    program = find_podman()
+    assert program is not None
     with _SignalCatcher() as signals:
-        return _Run(pods, options, programs, Console(output), signals).execute()
-
+        return _Run(pods, options, program, Console(output), signals).execute()

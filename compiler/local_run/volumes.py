@@ -8,16 +8,16 @@ All of them live in the run's temporary directory, never at the paths the pods s
   mounted read-only as the kubelet does. ConfigMap data comes from the caller (`data` as text,
   `binaryData` as bytes: the launcher's zip); Secret data from the secrets file.
 Other volume kinds are refused before the run starts.
-What the runner makes belongs to the container's root (the host ID its user namespace maps root
-to, `user_namespace`), as a volume the kubelet makes belongs to root; a claim a pod's `fsGroup`
-shares belongs to that group as mapped.
+What the runner makes belongs to root, as a volume the kubelet makes does (podman runs the
+pods with this machine's user and group IDs, as a Kubernetes node runs a pod without
+`hostUsers: false`); a claim a pod's `fsGroup` shares belongs to that group.
 
 A claim, ConfigMap or Secret is known by name, never by path: a name that is not a DNS
 subdomain refuses the run (`volume_references`), so a claim's directory is always one entry of
 the claims directory. Owners and modes are changed only below a volume's own directory, through
 descriptors opened without following a link (what a pod wrote into a kept claim may be a link
 to anywhere). A mount's `subPath` is resolved when its container starts, one component at a
-time without following a link (`filesystem_view.open_beneath`), since the pod may have replaced
+time without following a link (`sub_paths.open_beneath`), since the pod may have replaced
 a folder with a link since the last start.
 """
 
@@ -35,9 +35,8 @@ from typing import Any
 from tfcompile.compiler.rendering.pods import Container, Pod, Volume
 from tfcompile.spec.volume_references import NAME_RULE, is_object_name, volume_name_problems
 
-from .filesystem_view import MountRequest
 from .identity import fs_group
-from .user_namespace import IdRange
+from .sub_paths import MountRequest
 
 EMPTY_DIRECTORY = "emptyDir"
 CLAIM = "persistentVolumeClaim"
@@ -243,16 +242,8 @@ def _walk_without_links(directory: Path, visit: Callable[[int, os.stat_result], 
                 os.close(descriptor)
 
 
-def give_to_container_root(path: Path, ids: IdRange) -> None:
-    """Make `path` and everything below it belong to the container's root (links untouched,
-    never followed)."""
-    root = ids.host_id(0)
-    _walk_without_links(path, lambda descriptor, _: os.fchown(descriptor, root, root))
-
-
-def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> None:
-    """Write a configMap's, secret's or projected volume's files, owned by the container's
-    root, each with its mode."""
+def write_files(directory: Path, files: list[ProjectedFile]) -> None:
+    """Write a configMap's, secret's or projected volume's files, each with its mode."""
     for projected in files:
         path = directory / projected.path
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -261,7 +252,6 @@ def write_files(directory: Path, files: list[ProjectedFile], ids: IdRange) -> No
         else:
             path.write_text(projected.text, encoding="utf-8")
         path.chmod(projected.mode & 0o7777)
-    give_to_container_root(directory, ids)
 
 
 def _share_with_group(directory: Path, group: int) -> None:
@@ -284,14 +274,13 @@ def claim_directory(claims_directory: Path, name: object) -> Path:
     return claims_directory / str(name)
 
 
-def _volume_directory(directory: Path, ids: IdRange) -> None:
+def _volume_directory(directory: Path) -> None:
     """Make `directory` for a volume, or take the one a kept claim has (keeping its owners);
     never a link, whoever made it."""
     try:
         status = os.lstat(directory)
     except FileNotFoundError:
         directory.mkdir(parents=True)
-        give_to_container_root(directory, ids)
         return
     if not stat.S_ISDIR(status.st_mode):
         raise OSError(errno.ELOOP if stat.S_ISLNK(status.st_mode) else errno.ENOTDIR,
@@ -301,9 +290,8 @@ def _volume_directory(directory: Path, ids: IdRange) -> None:
 
 def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Path,
                         config_maps: Mapping[str, Mapping[str, Content]],
-                        secrets: Mapping[tuple[str, str], str], ids: IdRange) -> PodVolumes:
-    """Create the host directories (and files) behind the pod's volumes; `ids` are the host IDs
-    the containers' user namespace maps."""
+                        secrets: Mapping[tuple[str, str], str]) -> PodVolumes:
+    """Create the host directories (and files) behind the pod's volumes."""
     prepared = PodVolumes()
     for volume in pod.volumes:
         if volume.kind == CLAIM:
@@ -312,13 +300,13 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
                 prepared.read_only.add(volume.name)
         else:
             directory = volumes_directory / volume.name
-        _volume_directory(directory, ids)
+        _volume_directory(directory)
         if volume.kind == EMPTY_DIRECTORY:
             directory.chmod(0o777)  # as the kubelet makes an emptyDir: any user may write
         elif volume.kind == CLAIM and fs_group(pod) is not None:
-            _share_with_group(directory, ids.host_id(fs_group(pod) or 0))
+            _share_with_group(directory, fs_group(pod) or 0)
         if volume.kind in (CONFIG_MAP, SECRET):
-            write_files(directory, projected_files(volume, config_maps, secrets)[0], ids)
+            write_files(directory, projected_files(volume, config_maps, secrets)[0])
             prepared.read_only.add(volume.name)
         prepared.directories[volume.name] = directory
         prepared.kinds[volume.name] = volume.kind
@@ -327,8 +315,8 @@ def prepare_pod_volumes(pod: Pod, volumes_directory: Path, claims_directory: Pat
 
 def container_mounts(container: Container, volumes: PodVolumes) -> list[MountRequest]:
     """The volume mounts of one container, as host sources and container targets. A `subPath`
-    stays apart from its volume's directory: the container's helper resolves it at every
-    start without following a link, and makes it (as the kubelet does) in an emptyDir or a
+    stays apart from its volume's directory: it is resolved at every start without following a
+    link (`sub_paths.resolved_source`), and made (as the kubelet does) in an emptyDir or a
     claim when it is missing."""
     requests: list[MountRequest] = []
     for mount in container.volume_mounts:

@@ -1,49 +1,31 @@
-"""The run's temporary directory: its layout, the interpreter shims, and its removal.
+"""The run's temporary directory: its layout and its removal.
 
 Everything a run creates on the host's filesystem lives below one directory made with
 `tempfile.mkdtemp` (unless the caller chose a directory for claims):
 
     owner                       the runner's process id, start time and PID namespace
-    bin/                        python, python3, python3.X where the interpreter's own
-                                directory lacks them (see below)
     claims/<claim>/             one directory per PersistentVolumeClaim
-    pods/<pod>/hosts            the pod's /etc/hosts
     pods/<pod>/volumes/<name>/  emptyDir, configMap and secret volumes
-    pods/<pod>/containers/<container>/start.json   what `container_entry` reads
-    pods/<pod>/containers/<container>/staging/     an empty directory; each container start
-                                                   mounts its tmpfs here, privately
 
-The directory is the host root's alone (mode 0700): no container user may enter it, and
-containers see only what is bound into their view (volumes, hosts file, the shims).
+The directory is the host root's alone (mode 0700): containers see only the volumes podman
+binds into them.
 
-Containers find `python` through PATH: first the directory of this machine's interpreter (a
-virtual environment's `bin` holds python, python3 and python3.X already), then `bin/` with
-symbolic links for the names that directory lacks, bound read-only at SHIMS_PATH in the
-container when it holds any. A link cannot stand in for a virtual environment's interpreter
-(from another directory it would not find the environment's packages), so in that rare case the
-stand-in is a two-line `sh` script instead (whose shell adds `PWD` to the environment).
-
-A runner killed with SIGKILL cannot delete its directory. Its containers end with it (the kernel
-kills them, see `container_entry`), and their mounts and namespaces go with them, but the
-directory stays, with what the pods wrote in their volumes, until the next run deletes it
-(`remove_abandoned`): it and the directory `job` compiled the job into (`mark_owner`), each
-recognized by an `owner` whose process is gone.
+A runner killed with SIGKILL cannot delete its directory; its guard does (`guard`), and failing
+that the next run deletes it (`remove_abandoned`): it and the directory `job` compiled the job
+into (`mark_owner`), each recognized by an `owner` whose process is gone.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import shlex
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 DIRECTORY_PREFIX = "tfcompile-run-"
 OWNER_FILE = "owner"
-SHIMS_PATH = "/opt/tfcompile/run-local/bin"
 
 
 def _process_start_time(process: int) -> str | None:
@@ -92,13 +74,8 @@ def remove_abandoned(temporary_directory: Path | None) -> list[Path]:
 
 
 def new_run_identifier() -> str:
-    """Six hexadecimal digits naming the run's links and temporary directory."""
+    """Six hexadecimal digits naming the run's pods, network and temporary directory."""
     return secrets.token_hex(3)
-
-
-def interpreter_names() -> list[str]:
-    major, minor = sys.version_info[:2]
-    return ["python", f"python{major}", f"python{major}.{minor}"]
 
 
 @dataclass(frozen=True)
@@ -118,57 +95,16 @@ class Workspace:
             claims = claims_directory if claims_directory is not None else root / "claims"
             claims.mkdir(parents=True, exist_ok=True)
             workspace = cls(root, claims)
-            workspace._write_interpreter_shims()
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
         return workspace
 
-    @property
-    def bin_directory(self) -> Path:
-        return self.root / "bin"
-
     def pod_directory(self, pod_name: str) -> Path:
         return self.root / "pods" / pod_name
 
-    def hosts_file(self, pod_name: str) -> Path:
-        return self.pod_directory(pod_name) / "hosts"
-
     def volumes_directory(self, pod_name: str) -> Path:
         return self.pod_directory(pod_name) / "volumes"
-
-    def container_directory(self, pod_name: str, container_name: str) -> Path:
-        return self.pod_directory(pod_name) / "containers" / container_name
-
-    def _write_interpreter_shims(self) -> None:
-        self.bin_directory.mkdir()
-        interpreter = Path(sys.executable)
-        in_virtual_environment = sys.prefix != sys.base_prefix
-        for name in interpreter_names():
-            present = interpreter.parent / name
-            if present.exists() and present.resolve() == interpreter.resolve():
-                continue
-            shim = self.bin_directory / name
-            if in_virtual_environment:
-                shim.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n",
-                                encoding="utf-8")
-                shim.chmod(0o755)
-            else:
-                shim.symlink_to(interpreter)
-
-    def has_shims(self) -> bool:
-        return any(self.bin_directory.iterdir())
-
-    def container_path_variable(self) -> str:
-        """`PATH` for containers: the interpreter's directory, the shims (at SHIMS_PATH), then
-        this machine's."""
-        entries = [str(Path(sys.executable).parent)]
-        if self.has_shims():
-            entries.append(SHIMS_PATH)
-        for entry in os.environ.get("PATH", os.defpath).split(os.pathsep):
-            if entry and entry not in entries:
-                entries.append(entry)
-        return os.pathsep.join(entries)
 
     def remove(self) -> list[str]:
         """Delete the tree; returns what could not be deleted (normally nothing)."""
