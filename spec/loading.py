@@ -18,7 +18,6 @@ import os
 import stat
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -26,27 +25,24 @@ from pydantic import ValidationError
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from .discovery import discover, is_job_file
+from .loaded_job import LoadedJob
 from .models import KIND, TrainingJob
-from .plain_data import (
-    MAXIMUM_TEXT_CHARACTERS,
-    Locations,
-    PlainCopier,
-    TooManyValues,
-    node_position,
-)
+from .plain_data import MAXIMUM_TEXT_CHARACTERS, PlainCopier, TooManyValues, node_position
+from .positions import Locations
 from .problems import (
     LocatedProblem,
     Location,
     Problem,
     SpecError,
     UnreadableInput,
-    display_path,
     hide_keys,
 )
 from .rules import check_rules
-from .scripts import Script, directory_command_problem, read_script
+from .scripts import directory_command_problem, read_script
 from .secrets import find_literal_secrets, find_script_credentials
-from .sweep import Trial, trial_count
+from .shipped_script import Script
+from .shown_paths import display_path
+from .sweep import trial_count
 from .yaml_documents import documents
 from .yaml_limits import (
     MAXIMUM_DOCUMENTS,
@@ -57,33 +53,8 @@ from .yaml_limits import (
 )
 from .yaml_tags import with_tag_fields
 
-__all__ = ["LoadedJob", "Script", "Trial", "discover", "display_path", "is_job_file",
-           "load_jobs", "read_plain_documents"]
-
-@dataclass(frozen=True)
-class LoadedJob:
-    """A valid job spec with its source file, script and value positions."""
-
-    job: TrainingJob
-    source: Path
-    script: Script | None
-    locations: Locations
-    source_digest: str = ""
-    """SHA-256 of the bytes of `source` this job was loaded from (hex)."""
-    trial: Trial | None = None
-    """For one trial of a sweep (`compiler.objects.sweep.trials`): its point; `job` is then
-    the trial's job, named for it."""
-    sweep_board: str | None = None
-    """For the one TensorBoard of a sweep (`compiler.objects.sweep.sweep_board`): the sweep's
-    name; `job` is then the sweep's job named `<sweep>-tensorboard`, which compiles to that
-    TensorBoard alone, in an output directory of its own beside the trials'."""
-
-    def locate(self, problem: Problem) -> LocatedProblem:
-        location = self.locations.locate(problem.path, key=problem.key)
-        return LocatedProblem(location, problem.path, problem.message)
-
-    def fail(self, problems: Iterable[Problem]) -> SpecError:
-        return SpecError([self.locate(problem) for problem in problems])
+__all__ = ["LoadedJob", "discover", "display_path", "is_job_file", "load_jobs",
+           "read_plain_documents"]
 
 
 def _read_text(path: Path, shown: str) -> str:
@@ -276,5 +247,5 @@ def _load_document(document: Any, path: Path, shown: str, digest: str) -> Loaded
                 problems.append(command_problem)
     if problems:
         raise fail(problems)
-    return LoadedJob(job=job, source=path, script=script, locations=locations,
+    return LoadedJob(job=job, source=str(path), script=script, locations=locations,
                      source_digest=digest)

@@ -17,7 +17,8 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from .problems import FieldPath, Location, Problem
+from .positions import Locations
+from .problems import FieldPath, Problem
 from .yaml_limits import MAXIMUM_DEPTH, MAXIMUM_FILE_BYTES, MAXIMUM_VALUES
 
 MAXIMUM_TEXT_CHARACTERS = MAXIMUM_FILE_BYTES
@@ -32,44 +33,6 @@ INT64_RANGE = (-(2**63), 2**63 - 1)
 ALLOWED_CONTROL_CHARACTERS = frozenset("\t\n")
 """Tabs and newlines are text (scripts in `args`, multi-line annotations); every other control
 character (escape sequences, carriage returns, NUL) is refused."""
-
-
-class Locations:
-    """Positions of the values (and keys) of one YAML document, by field path."""
-
-    def __init__(self, file: str) -> None:
-        self.file = file
-        self._values: dict[FieldPath, tuple[int, int]] = {}
-        self._keys: dict[FieldPath, tuple[int, int]] = {}
-        self._collections: set[FieldPath] = set()
-
-    def record(
-        self,
-        path: FieldPath,
-        value: tuple[int, int],
-        key: tuple[int, int] | None,
-        collection: bool = False,
-    ) -> None:
-        self._values.setdefault(path, value)
-        if key is not None:
-            self._keys.setdefault(path, key)
-        if collection:
-            self._collections.add(path)
-
-    def locate(self, path: FieldPath, *, key: bool = False) -> Location:
-        """The position of `path`, or of its nearest parent that the file has. A mapping or
-        list is located at its key (`roles:`), a scalar at its value."""
-        for end in range(len(path), -1, -1):
-            prefix = path[:end]
-            on_key = key if end == len(path) else True
-            table = self._keys if on_key or prefix in self._collections else self._values
-            if prefix in table:
-                line, column = table[prefix]
-                return Location(self.file, line + 1, column + 1)
-            if prefix in self._values:
-                line, column = self._values[prefix]
-                return Location(self.file, line + 1, column + 1)
-        return Location(self.file, 1, 1)
 
 
 class TooManyValues(Exception):

@@ -6,23 +6,13 @@ that all problems of a file can be reported at once, each pointing at `file:line
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 FieldPath = tuple[str | int, ...]
 
 MAXIMUM_SHOWN_KEY = 80
 """A key longer than this is shortened in messages: a message is one readable line."""
-
-
-def display_path(path: Path) -> str:
-    """A path as the user should read it: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def escape_text(text: str, limit: int | None = MAXIMUM_SHOWN_KEY) -> str:

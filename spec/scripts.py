@@ -24,7 +24,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .problems import Problem, UnreadableInput, display_path
+from .problems import Problem, UnreadableInput
+from .shipped_script import KEY_SEPARATOR, Script, ScriptFile
+from .shown_paths import display_path
 
 MAXIMUM_SCRIPT_BYTES = 900 * 1024
 """A ConfigMap holds at most 1 MiB; leave room for the launcher and metadata."""
@@ -38,32 +40,6 @@ stays far below Python's recursion limit."""
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 GIT_DIRECTORY = ".git"
 WHERE = ("spec", "script")
-
-
-KEY_SEPARATOR = "__"
-"""What stands for `/` in the ConfigMap key of a file in a nested folder of a script folder."""
-
-
-@dataclass(frozen=True)
-class ScriptFile:
-    """One shipped file: its ConfigMap key, its path under the mount, and its text."""
-
-    key: str
-    path: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Script:
-    """The training script (one file, or every file of a folder) shipped in a ConfigMap."""
-
-    files: tuple[ScriptFile, ...]
-    directory: bool = False
-
-    @property
-    def file_name(self) -> str:
-        """The one file's name (a single-file script)."""
-        return self.files[0].key
 
 
 def repository_root(job_file: Path) -> Path:

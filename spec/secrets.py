@@ -35,7 +35,7 @@ from .credential_shapes import (
     is_literal,
 )
 from .problems import FieldPath, Problem, escape_text
-from .scripts import Script
+from .shipped_script import Script
 
 SECRET_WORDS = frozenset({
     "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "SECRET", "SECRETS", "TOKEN", "APIKEY",

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, REPOSITORY
-from tfcompile.spec.loading import LoadedJob, load_jobs
+from tfcompile.spec.loaded_job import LoadedJob
+from tfcompile.spec.loading import load_jobs
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_ports, job_text
-from tfcompile.compiler.launcher import api_server, gate, program, records, results, start
+from tfcompile.compiler.launcher import api_server, gate, program, protocol, records, start
 from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.compiler.objects.builders.launcher_config_map import launcher_data, launcher_settings
 from tfcompile.compiler.objects.builders.launcher_policy import records_policy
@@ -123,7 +123,7 @@ def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
         assert {info.filename: archive.read(info).decode() for info in archive.infolist()} == (
             shipped)
     assert program.REVISION_VARIABLE == REVISION_VARIABLE
-    assert records.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
+    assert protocol.RESERVED_MOUNT_PATH == RESERVED_MOUNT_PATH
     assert api_server.ACCOUNT_DIRECTORY == TOKEN_DIRECTORY
 
 
@@ -170,7 +170,7 @@ def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -
     (an old pod during a roll, a new one before the kubelet refreshes its files) must not train
     with them, and trains once the file is of its revision (SIGTERM still stops it at once)."""
     settings = settings_of(tmp_path)
-    pod = Pod(tmp_path, {**settings, program.REVISION_SETTING: "ba9876543210"})
+    pod = Pod(tmp_path, {**settings, protocol.REVISION_SETTING: "ba9876543210"})
     runs = tmp_path / "runs"
     waiting = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
     assert idles(waiting, seconds=2.0)
@@ -179,7 +179,7 @@ def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -
     refreshed = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
     time.sleep(1.0)
     (tmp_path / "settings.json").write_text(launcher.settings_text(
-        {**settings, program.REVISION_SETTING: "0123456789ab"}))
+        {**settings, protocol.REVISION_SETTING: "0123456789ab"}))
     deadline = time.monotonic() + program.SETTINGS_WAIT_SECONDS + 5
     while not runs.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -389,7 +389,7 @@ def test_the_launcher_policy_admits_each_result_note_and_counts_a_result_in_byte
     characters, a 4-byte one as one: the rule takes the size of its `bytes()`; the API
     server's evaluation of it is shown in tests/cluster/test_launcher_policy.py)."""
     revision = "0123456789ab"
-    for reason in results.REFUSALS:
+    for reason in protocol.REFUSALS:
         assert re.fullmatch(launcher.RESULT_PATTERN, f"{revision} refused: {reason}"), reason
     for note in ("refused: ", "refused: not JSON; more", "refused: \x1b[2J", "refused"):
         assert not re.fullmatch(launcher.RESULT_PATTERN, f"{revision} {note}"), note

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.test_launcher import settings_of
-from tfcompile.compiler.launcher import program, progress, records, results
+from tfcompile.compiler.launcher import program, progress, protocol, records, results
 from tfcompile.compiler.objects import launcher_interface as launcher
 
 REVISION = "0123456789ab"
@@ -85,14 +85,14 @@ class PolicyApi:
         new = {**self.data, **entries}
         if TASK in entries and not re.fullmatch(launcher.RECORD_PATTERN, entries[TASK]):
             raise OSError("HTTP 403 Forbidden: not a record")
-        if records.RESULT_KEY in entries:
-            result = entries[records.RESULT_KEY]
+        if protocol.RESULT_KEY in entries:
+            result = entries[protocol.RESULT_KEY]
             if (len(result.encode()) > launcher.RESULT_RECORD_MAXIMUM_BYTES
                     or not re.fullmatch(launcher.RESULT_PATTERN, result)
                     or new.get(TASK) != f"{launcher.SUCCEEDED} {result[:12]}"):
                 raise OSError("HTTP 403 Forbidden: not a result")
-        line, line_revision = (f"{TASK}{records.PROGRESS_SUFFIX}",
-                               f"{TASK}{records.PROGRESS_REVISION_SUFFIX}")
+        line, line_revision = (f"{TASK}{protocol.PROGRESS_SUFFIX}",
+                               f"{TASK}{protocol.PROGRESS_REVISION_SUFFIX}")
         if line in entries or line_revision in entries:
             own = new.get(TASK, "")
             if (len(new.get(line, "")) > launcher.PROGRESS_MAXIMUM_BYTES
@@ -425,12 +425,12 @@ def test_a_result_that_is_no_regular_file_is_refused_beside_the_success(
     never end)."""
     pod = make_pod()
     assert pod.run(pod.training(runs=30.0, then=make)) == "idle"
-    assert pod.api.data == {TASK: f"succeeded {REVISION}", records.RESULT_KEY:
+    assert pod.api.data == {TASK: f"succeeded {REVISION}", protocol.RESULT_KEY:
                             f"{REVISION} refused: not a regular file that can be read"}
 
 
 def _progress_records(api: PolicyApi) -> list[tuple[float, str]]:
-    key = f"{TASK}{records.PROGRESS_SUFFIX}"
+    key = f"{TASK}{protocol.PROGRESS_SUFFIX}"
     return [(when, entries[key]) for when, entries in api.history if key in entries]
 
 
@@ -458,7 +458,7 @@ def test_progress_is_recorded_as_it_changes_at_most_every_ten_seconds_and_where_
     success = next(when for when, entries in pod.api.history
                    if entries.get(TASK) == f"succeeded {REVISION}")
     assert times[-1] <= success
-    assert pod.api.data[f"{TASK}{records.PROGRESS_REVISION_SUFFIX}"] == REVISION
+    assert pod.api.data[f"{TASK}{protocol.PROGRESS_REVISION_SUFFIX}"] == REVISION
 
 
 @pytest.mark.parametrize("content", [

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES
-from tfcompile.compiler.launcher import program, start
+from tfcompile.compiler.launcher import protocol, start
 from tfcompile.compiler.objects.compile import build_objects, file_name
 from tfcompile.compiler.objects.labels import LAUNCHER_DIGEST_ANNOTATION
 from tfcompile.compiler.objects.launcher_interface import (
@@ -75,7 +75,7 @@ def test_a_new_launcher_text_of_one_protocol_changes_only_the_program_it_ships(
     after = compiled(example, another_text())
     assert sorted(before) == sorted(after)  # the same files: the ConfigMap keeps its name
     changed = sorted(name for name in before if before[name] != after[name])
-    (launcher_file,) = (name for name in before if name.endswith(f"-launcher-v{program.PROTOCOL}"
+    (launcher_file,) = (name for name in before if name.endswith(f"-launcher-v{protocol.PROTOCOL}"
                                                                  ".yaml"))
     assert changed == [launcher_file]
     statefulsets = [name for name in before if name.startswith("statefulset-")]
@@ -115,4 +115,4 @@ def test_the_settings_name_the_revision_every_pod_template_carries(example: str)
     settings = json.loads(launcher_map["data"][SETTINGS_FILE])
     revisions = {item["spec"]["template"]["metadata"]["annotations"][REVISION_ANNOTATION]
                  for item in documents(example, shipped_launcher(), "StatefulSet")}
-    assert revisions == {settings[program.REVISION_SETTING]}
+    assert revisions == {settings[protocol.REVISION_SETTING]}

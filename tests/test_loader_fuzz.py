@@ -45,8 +45,9 @@ from tfcompile.compiler.output.launcher_zip import shipped_launcher
 from tfcompile.compiler.yaml_output import dump
 from tfcompile.spec import yaml_documents, yaml_limits
 from tfcompile.spec.loading import load_jobs
-from tfcompile.spec.plain_data import Locations, PlainCopier, TooManyValues, node_position
+from tfcompile.spec.plain_data import PlainCopier, TooManyValues, node_position
 from tfcompile.spec.pod_template import ROOT_DEFINITION, definition, resolve
+from tfcompile.spec.positions import Locations
 from tfcompile.spec.problems import SpecError
 
 MARKER = "fuzzmarker-Qx7Zr2"

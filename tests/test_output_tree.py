@@ -435,7 +435,7 @@ MEANT_AS_JOB_SPECS = {
 def test_a_directory_is_searched_for_every_file_meant_as_a_job_spec(text: str) -> None:
     """A misspelt, quoted or commented kind, or tfcompile's apiVersion, makes a file a job
     spec to load (and refuse, if it does not load); a Kubeflow TrainJob is not one."""
-    from tfcompile.spec.discovery import looks_like_job_text
+    from tfcompile.spec.job_text import looks_like_job_text
 
     assert looks_like_job_text(text) is MEANT_AS_JOB_SPECS[text]
 

@@ -12,7 +12,7 @@ import pytest
 
 from tfcompile.compiler.checking.status import JobStatus, as_json, as_text, job_status
 from tfcompile.compiler.checking.sweep_status import committed_trials
-from tfcompile.compiler.launcher import records, results
+from tfcompile.compiler.launcher import protocol, records, results
 
 REVISION = "0123456789ab"
 OLD = "ba9876543210"
@@ -154,10 +154,10 @@ def test_the_launcher_reads_a_result_of_numbers_as_compact_json(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(("text", "reason"), [
-    ("[1, 2]", results.NOT_NUMBERS), ("{}", results.NOT_NUMBERS),
-    ('{"loss": "low"}', results.NOT_NUMBERS), ('{"loss": true}', results.NOT_NUMBERS),
-    ('{"loss": NaN}', results.NOT_NUMBERS), ("not json", results.NOT_JSON),
-    ('{"loss": 1, "padding": "' + "x" * results.RESULT_MAXIMUM_BYTES + '"}', results.TOO_LARGE),
+    ("[1, 2]", protocol.NOT_NUMBERS), ("{}", protocol.NOT_NUMBERS),
+    ('{"loss": "low"}', protocol.NOT_NUMBERS), ('{"loss": true}', protocol.NOT_NUMBERS),
+    ('{"loss": NaN}', protocol.NOT_NUMBERS), ("not json", protocol.NOT_JSON),
+    ('{"loss": 1, "padding": "' + "x" * protocol.RESULT_MAXIMUM_BYTES + '"}', protocol.TOO_LARGE),
 ])
 def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
         tmp_path: Path, text: str, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -170,7 +170,7 @@ def test_the_launcher_refuses_a_result_that_is_not_an_object_of_numbers(
 def test_the_launcher_follows_no_link_to_a_result(tmp_path: Path) -> None:
     (tmp_path / "elsewhere.json").write_text('{"loss": 1}')
     (tmp_path / "result.json").symlink_to(tmp_path / "elsewhere.json")
-    assert results.read_result(str(tmp_path / "result.json")) == f"refused: {results.NOT_A_FILE}"
+    assert results.read_result(str(tmp_path / "result.json")) == f"refused: {protocol.NOT_A_FILE}"
     results.remove_result(str(tmp_path / "result.json"))
     assert not (tmp_path / "result.json").is_symlink()
 
@@ -182,7 +182,7 @@ class RefusingResults:
         self.patches: list[dict[str, str]] = []
 
     def record(self, name: str, entries: dict[str, str]) -> None:
-        if records.RESULT_KEY in entries:
+        if protocol.RESULT_KEY in entries:
             raise OSError("HTTP 403 Forbidden")
         self.patches.append(entries)
 
@@ -194,7 +194,7 @@ def test_a_policy_that_predates_results_refuses_only_the_result(
     state = records.State({"stateConfigMap": "grid-state"}, where, REVISION, "worker-0")
     api = RefusingResults()
     state.api = api  # type: ignore[assignment]
-    state.record(records.SUCCEEDED, result='{"loss":0.5}')
+    state.record(protocol.SUCCEEDED, result='{"loss":0.5}')
     assert api.patches == [{"worker-0": f"succeeded {REVISION}"}]
     said = capsys.readouterr().err
     assert "could not record the result" in said and "launcher-policy.yaml" in said

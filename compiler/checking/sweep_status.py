@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfcompile.compiler.launcher.results import ResultRefused, parse_result
 from tfcompile.compiler.objects.labels import (
     SWEEP_LABEL,
     SWEEP_OBJECTIVE_ANNOTATION,
@@ -36,8 +37,6 @@ from tfcompile.compiler.objects.launcher_interface import (
     REFUSED,
     RESULT_KEY,
     REVISION_DIGITS,
-    ResultRefused,
-    parse_result,
 )
 from tfcompile.compiler.objects.names import state_config_map_name
 from tfcompile.compiler.printable import printable

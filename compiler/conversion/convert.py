@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfcompile.spec.loading import display_path, read_plain_documents
-from tfcompile.spec.plain_data import Locations
+from tfcompile.spec.positions import Locations
 from tfcompile.spec.problems import LocatedProblem, Location, SpecError
 
 from .checking import hold_to_spec

@@ -6,5 +6,7 @@ them from the installed package and zips them as the package `tfcompile_launcher
 nothing but the standard library and each other (relatively), and keep to the Python that
 TensorFlow images have (3.8 and later). `program.py` is the launcher's main and says what it
 does; `records.py` what it keeps, `gate.py` the revision gate, `results.py` a sweep trial's
-result, `api_server.py` its calls to the API server, `messages.py` its log lines.
+result, `api_server.py` its calls to the API server, `messages.py` its log lines, and
+`protocol.py` the words the compiler shares with it (no I/O: the compiler proper imports it
+alone).
 """

@@ -14,9 +14,10 @@ import urllib.error
 import urllib.request
 from typing import Any, Dict
 
+from .protocol import FIELD_MANAGER
+
 ACCOUNT_DIRECTORY = "/var/run/secrets/kubernetes.io/serviceaccount"
 API_SERVER = "https://kubernetes.default.svc"
-FIELD_MANAGER = "tfcompile-launcher"
 Settings = Dict[str, Any]
 
 

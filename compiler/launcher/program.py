@@ -47,10 +47,11 @@ come only from its settings file (which tasks make the job succeed, which Statef
 scale, the failure policy, the deadline, the gate's timing) and its arguments (`--role=`, the
 pod's role); the pod's index (`TASK_INDEX`), revision and `TF_CONFIG` come from its environment.
 
-`PROTOCOL` is what the pods of one job must agree on: the revision gate's answers, the record
-format, the settings it reads, the arguments and paths it is started with. A change to any of
-them raises it; the job's launcher ConfigMap is named by it, so a new protocol rolls every job,
-while a new text of the same protocol replaces the program in place and restarts no pod.
+`PROTOCOL` (`protocol.py`, beside every word the pods and the compiler share) is what the pods
+of one job must agree on: the revision gate's answers, the record format, the settings it reads,
+the arguments and paths it is started with. A change to any of them raises it; the job's
+launcher ConfigMap is named by it, so a new protocol rolls every job, while a new text of the
+same protocol replaces the program in place and restarts no pod.
 
 The settings file sits in that same ConfigMap and is updated in place too, so it names the
 revision it was compiled for: a launcher whose pod runs another revision (an old pod restarting
@@ -73,17 +74,10 @@ from .api_server import ACCOUNT_DIRECTORY, API_SERVER, Settings
 from .gate import RevisionGate, peer_tasks
 from .messages import describe, say
 from .progress import PROGRESS_FILE_NAME, PROGRESS_SECONDS, PROGRESS_VARIABLE, ProgressReader
-from .records import FAILED, STATE_DIRECTORY, SUCCEEDED, State
+from .protocol import FAILED, REVISION_SETTING, SETTINGS_FILE, STATE_DIRECTORY, SUCCEEDED
+from .records import State
 from .results import RESULT_VARIABLE, read_result, remove_result
 
-PROTOCOL = 3
-"""The launcher's protocol version (see the module's docstring). 3: the launcher is one zip
-application, `tfcompile-launcher.pyz`, its settings beside it (2 shipped its modules as files, a
-pod that restarts during the roll must find the program its template names)."""
-SETTINGS_FILE = "settings.json"
-"""The job's settings, beside the program."""
-REVISION_SETTING = "revision"
-"""The settings' key for the revision they belong to (absent: any revision)."""
 SETTINGS_WAIT_SECONDS = 5.0
 REVISION_VARIABLE = "TFCOMPILE_REVISION"
 """The pod's revision (its `tfcompile.dev/revision` annotation, through the downward API)."""

@@ -10,8 +10,9 @@ Argo CD health check puts in its message (it compares by equality only, hence th
 
 The file is read as a result is (`results.py`: a regular file through no link, a JSON object of
 finite numbers), and the line is held to `PROGRESS_MAXIMUM_BYTES` and to letters, digits and a
-few marks (`PROGRESS_CHARACTERS`), which the cluster's launcher policy holds too. A file that is
-not such an object is said once in the log and not recorded; progress never stops a training.
+few marks (`PROGRESS_CHARACTERS`; both in `protocol.py`), which the cluster's launcher policy
+holds too. A file that is not such an object is said once in the log and not recorded; progress
+never stops a training.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 from typing import Dict, Union
 
 from .messages import say
+from .protocol import PROGRESS_MAXIMUM_BYTES
 from .results import ResultRefused, parse_result, read_file
 
 PROGRESS_VARIABLE = "TFCOMPILE_PROGRESS_FILE"
@@ -31,10 +33,6 @@ PROGRESS_FILE_NAME = "progress.json"
 """The file, in this pod's emptyDir (`STATE_DIRECTORY`)."""
 PROGRESS_SECONDS = 10.0
 """The least time between two progress records of a task: the API server's load bound."""
-PROGRESS_MAXIMUM_BYTES = 256
-"""The most a progress line may hold, in bytes (it is ASCII)."""
-PROGRESS_CHARACTERS = "A-Za-z0-9_.,:/ +-"
-"""What a progress line is made of (a regular expression's class, for RE2 as for Python)."""
 COUNTED = (("epoch", "epochs"), ("step", "steps"))
 """Counts shown as `name n/total` (`epoch 3/8`), first, when the file has them."""
 

@@ -1,9 +1,10 @@
 """What a task has done, kept where it outlives a restart: this pod's emptyDir and the job's state.
 
 The job's state ConfigMap (`J-state`) holds one key per task, `<role>-<index>`, which only that
-task's pod may write (the cluster's launcher policy holds it to the formats below), and beside a
-final failure the two keys the Argo CD health check reads. The emptyDir keeps this pod's copy
-(markers that outlive container restarts, and the failure count of `failurePolicy`).
+task's pod may write (the cluster's launcher policy holds it to the formats `protocol.py`
+names), and beside a final failure the two keys the Argo CD health check reads. The emptyDir
+keeps this pod's copy (markers that outlive container restarts, and the failure count of
+`failurePolicy`).
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ import time
 
 from .api_server import ApiServer, Settings
 from .messages import describe, say
+from .protocol import (
+    FAILED,
+    FAILED_REVISION_KEY,
+    FAILED_TASK_KEY,
+    PROGRESS_REVISION_SUFFIX,
+    PROGRESS_SUFFIX,
+    RESULT_KEY,
+    STOPPED,
+    SUCCEEDED,
+    TRAINING,
+)
 
-RESERVED_MOUNT_PATH = "/opt/tfcompile"
-"""Where tfcompile mounts its volumes in a TensorFlow container (the spec's reserved path)."""
-STATE_DIRECTORY = RESERVED_MOUNT_PATH + "/state"
-"""This pod's emptyDir: its markers outlive container restarts."""
-SUCCEEDED = "succeeded"
-FAILED = "failed"
-TRAINING = "training"
-STOPPED = "stopped"
-"""A task's record while it trains, and after a signal stopped it (deleted, evicted, drained,
-suspended): `training <revision> since <epoch seconds> stops <n>`, `stopped <revision> after
-<seconds> stops <n>`. The deadline's clock, and the count of signal stops its peers compare."""
 CLOCK_FILE = "clock"
 """This pod's copy of the task's training record, for a run without an API server."""
 CLOCK_MAXIMUM_DIGITS = 12
@@ -32,17 +33,6 @@ CLOCK_MAXIMUM_DIGITS = 12
 STOP_RECORD_SECONDS = 3.0
 """The longest one attempt to record a stop may take (the pod's grace period is running)."""
 FAILURES_FILE = "failures"
-FAILED_REVISION_KEY = "failed-revision"
-FAILED_TASK_KEY = "failed-task"
-"""Beside a final failure's record, for the Argo CD health check (which compares by equality
-alone): the revision that failed, and `<task> (exit <status> after <restarts> restarts)`."""
-PROGRESS_SUFFIX = ".progress"
-PROGRESS_REVISION_SUFFIX = ".progress-revision"
-"""The state's keys of a task's progress (`progress.py`): `<task>.progress` holds the line,
-`<task>.progress-revision` the revision it is of."""
-RESULT_KEY = "result"
-"""The state's key of a trial's result: `<revision> <JSON object of numbers>`, or `<revision>
-refused: <reason>` when what the training wrote is not a result (`results.py`)."""
 
 
 def parse_clock(record: str, revision: str, now: float) -> tuple[float, int] | None:

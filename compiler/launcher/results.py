@@ -4,8 +4,8 @@ The training is the user's code; what it writes is checked before the launcher r
 beside its success, and whatever it wrote ends in one of two records, never in an exception
 (the training has succeeded by then, and a launcher that failed here would train it again):
 the result as compact JSON, or a note that it was refused and why (`refused: <reason>`, one of
-`REFUSALS`, so that the cluster's launcher policy can hold the note to a few fixed words and
-`tfcompile status` can show it). The log line says more.
+`REFUSALS` in `protocol.py`, so that the cluster's launcher policy can hold the note to a few
+fixed words and `tfcompile status` can show it). The log line says more.
 
 A result is a JSON object of numbers that a double holds (finite: no NaN, no infinity, no
 integer beyond one), at most `RESULT_MAXIMUM_BYTES` in UTF-8, as the training wrote it and as
@@ -27,27 +27,20 @@ import stat
 from typing import Dict, Union
 
 from .messages import describe, say
-from .records import STATE_DIRECTORY
+from .protocol import (
+    NOT_A_FILE,
+    NOT_JSON,
+    NOT_NUMBERS,
+    NOT_TEXT,
+    REFUSED,
+    RESULT_MAXIMUM_BYTES,
+    TOO_LARGE,
+)
 
 RESULT_VARIABLE = "TFCOMPILE_RESULT_FILE"
-RESULT_FILE = STATE_DIRECTORY + "/result.json"
-"""Where a sweep's trial may write its result (its `RESULT_VARIABLE`): this pod's emptyDir."""
-RESULT_MAXIMUM_BYTES = 4096
-"""The most a result may hold, in UTF-8 bytes: the file as written, and the compact JSON
-recorded (which is ASCII: other characters are recorded as JSON escapes, and count as such)."""
 INTEGER_MAXIMUM_DIGITS = 309
 """The most digits an integer literal of a result may have: the largest double is below
 10**309, so a longer integer is no number a result may hold, and is refused unconverted."""
-REFUSED = "refused"
-"""The recorded result of a file that is not one: `refused: <reason>`."""
-TOO_LARGE = "larger than " + str(RESULT_MAXIMUM_BYTES) + " bytes"
-NOT_TEXT = "not UTF-8 text"
-NOT_JSON = "not JSON"
-NOT_NUMBERS = "not a JSON object of finite numbers"
-NOT_A_FILE = "not a regular file that can be read"
-REFUSALS = (TOO_LARGE, NOT_TEXT, NOT_JSON, NOT_NUMBERS, NOT_A_FILE)
-"""Every reason a result is refused for, as recorded: letters, digits, spaces and hyphens,
-so that a policy's regular expression can list them as they are."""
 Result = Dict[str, Union[int, float]]
 
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 from typing import Any
 
-from tfcompile.spec.loading import LoadedJob
+from tfcompile.spec.loaded_job import LoadedJob
 
 from .builders.gang import pod_group
 from .builders.launcher_config_map import launcher_config_map, settings_with_revision

@@ -5,8 +5,8 @@ The launcher is the program every TensorFlow container runs around its training 
 tfcompile, shipped to the pods as one zip application of its own modules: the output layer
 builds the zip from the installed package (`output.launcher_zip`) and hands it to the
 compiler as a `LauncherProgram`, so this layer stays pure. The record format, the state paths
-and the protocol version come from the program's own constants, which it uses itself; they are
-not repeated here.
+and the protocol version come from the launcher's own words (`launcher/protocol.py`, which it
+uses itself and which does no I/O); they are not repeated here.
 
 It is one program per job, shipped in a ConfigMap named by its protocol version and mounted by
 every role (`builders/launcher_config_map.py` says why its bytes are left out of the revision). Its
@@ -22,28 +22,27 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tfcompile.compiler.launcher.api_server import FIELD_MANAGER
-from tfcompile.compiler.launcher.program import PROTOCOL, REVISION_SETTING, SETTINGS_FILE
-from tfcompile.compiler.launcher.progress import PROGRESS_CHARACTERS, PROGRESS_MAXIMUM_BYTES
-from tfcompile.compiler.launcher.records import (
+from tfcompile.compiler.launcher.protocol import (
     FAILED,
     FAILED_REVISION_KEY,
     FAILED_TASK_KEY,
+    FIELD_MANAGER,
+    PROGRESS_CHARACTERS,
+    PROGRESS_MAXIMUM_BYTES,
     PROGRESS_REVISION_SUFFIX,
     PROGRESS_SUFFIX,
+    PROTOCOL,
+    REFUSALS,
+    REFUSED,
+    RESULT_FILE,
     RESULT_KEY,
+    RESULT_MAXIMUM_BYTES,
+    REVISION_SETTING,
+    SETTINGS_FILE,
     STATE_DIRECTORY,
     STOPPED,
     SUCCEEDED,
     TRAINING,
-)
-from tfcompile.compiler.launcher.results import (
-    REFUSALS,
-    REFUSED,
-    RESULT_FILE,
-    RESULT_MAXIMUM_BYTES,
-    ResultRefused,
-    parse_result,
 )
 from tfcompile.spec.models import Launcher, TrainingJob
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH
@@ -53,7 +52,7 @@ __all__ = [
     "PROGRESS_MAXIMUM_BYTES", "PROGRESS_REVISION_SUFFIX", "PROGRESS_SUFFIX", "PROTOCOL", "REFUSALS",
     "REFUSED", "RESULT_FILE", "RESULT_KEY", "RESULT_MAXIMUM_BYTES", "REVISION_SETTING",
     "SETTINGS_FILE", "STATE_DIRECTORY", "STOPPED", "SUCCEEDED", "TRAINING", "LauncherProgram",
-    "ResultRefused", "parse_result", "runs_launcher",
+    "runs_launcher",
 ]
 
 STATE_VOLUME = "tfcompile-state"

@@ -24,7 +24,7 @@ import dataclasses
 import json
 from typing import Any
 
-from tfcompile.spec.loading import LoadedJob
+from tfcompile.spec.loaded_job import LoadedJob
 from tfcompile.spec.problems import Problem
 from tfcompile.spec.sweep import RESULT_VARIABLE, TRIAL_VARIABLE, Trial, points
 

@@ -47,8 +47,9 @@ from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.ownership import recorded_spec
 from tfcompile.spec import discovery
 from tfcompile.spec.discovery import discover
-from tfcompile.spec.problems import display_path
-from tfcompile.spec.scripts import Script, read_script
+from tfcompile.spec.scripts import read_script
+from tfcompile.spec.shipped_script import Script
+from tfcompile.spec.shown_paths import display_path
 
 from .directory_handles import Directory
 from .generated_mark import KUSTOMIZATION_FILE, recorded_source

@@ -26,7 +26,8 @@ from tfcompile.compiler.output.job_files import CompiledJob, compile_job
 from tfcompile.compiler.output.location import OutputLocation
 from tfcompile.compiler.output.ownership import kept_note
 from tfcompile.compiler.output.tree import Plan, plan, recorded_sources
-from tfcompile.spec.loading import LoadedJob, discover, display_path, load_jobs
+from tfcompile.spec.loaded_job import LoadedJob
+from tfcompile.spec.loading import discover, display_path, load_jobs
 from tfcompile.spec.problems import LocatedProblem, Location, Problem, SpecError
 from tfcompile.spec.suggestions import did_you_mean
 
@@ -181,11 +182,12 @@ def _compile_files(settings: BuildSettings, found: Sequence[Path],
             first[name] = job.locations.locate(("metadata", "name"))
             if job.sweep_board is not None:
                 boards[name] = job.sweep_board
-            defined.setdefault(job.source.resolve(), set()).add(name)
-            known = specs.get(job.source)
-            specs[job.source] = SpecInput(job.source, job.source_digest,
-                                          (*known.jobs, name) if known else (name,))
-            inputs.append(JobInput(name, job.source, job.job.spec.script,
+            source = Path(job.source)
+            defined.setdefault(source.resolve(), set()).add(name)
+            known = specs.get(source)
+            specs[source] = SpecInput(source, job.source_digest,
+                                      (*known.jobs, name) if known else (name,))
+            inputs.append(JobInput(name, source, job.job.spec.script,
                                    script_digest(job.script), tuple(job.job.spec.overlays)))
             if load_problems or twice:
                 continue  # only the problems of loading will be reported: compile nothing
@@ -249,7 +251,7 @@ def _compile(settings: BuildSettings, job: LoadedJob, available: list[str],
     components = [_relative(settings.overlays / name, directory)
                   for name in job.job.spec.overlays]
     try:
-        return compile_job(job, _relative(job.source, directory), components)
+        return compile_job(job, _relative(Path(job.source), directory), components)
     except SpecError as error:
         problems.extend(error.problems)
         return None

@@ -9,7 +9,7 @@ from typing import Any
 
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
 from tfcompile.compiler.yaml_output import dump
-from tfcompile.spec.loading import LoadedJob
+from tfcompile.spec.loaded_job import LoadedJob
 
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE
 from .launcher_zip import shipped_launcher

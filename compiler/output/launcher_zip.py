@@ -29,7 +29,8 @@ import io
 import zipfile
 from importlib import resources
 
-from tfcompile.compiler.launcher import program, start
+from tfcompile.compiler.launcher import start
+from tfcompile.compiler.launcher.protocol import PROTOCOL
 from tfcompile.compiler.objects.launcher_interface import LauncherProgram
 
 ENTRY_MODULE = "start.py"
@@ -70,7 +71,7 @@ def launcher_archive(modules: tuple[tuple[str, str], ...]) -> bytes:
 
 
 def launcher_program(modules: tuple[tuple[str, str], ...],
-                     protocol: int = program.PROTOCOL) -> LauncherProgram:
+                     protocol: int = PROTOCOL) -> LauncherProgram:
     """The launcher made of `modules`, speaking `protocol`."""
     return LauncherProgram(archive=launcher_archive(modules), protocol=protocol)
 

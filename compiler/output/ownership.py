@@ -22,7 +22,8 @@ from typing import Any
 
 from tfcompile.compiler.output.errors import shown
 from tfcompile.compiler.yaml_input import read_document, read_documents
-from tfcompile.spec.problems import LocatedProblem, Location, SpecError, display_path
+from tfcompile.spec.problems import LocatedProblem, Location, SpecError
+from tfcompile.spec.shown_paths import display_path
 
 from .directory_handles import Directory
 from .generated_mark import GENERATED_MARK, KUSTOMIZATION_FILE, recorded_source

@@ -8,7 +8,7 @@ The models live in one module per part of the spec (below); this package gathers
 `from tfcompile.spec.models import TrainingJob` names any of them.
 """
 
-from ..discovery import KIND
+from ..job_text import KIND
 from .base import (
     ABSOLUTE_PATH_PATTERN,
     CONFIG_KEY_PATTERN,

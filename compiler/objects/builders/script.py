@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from tfcompile.spec.models import TrainingJob
-from tfcompile.spec.scripts import Script
+from tfcompile.spec.shipped_script import Script
 
 from ..labels import JOB_LABEL, object_labels
 from ..names import script_config_map_name

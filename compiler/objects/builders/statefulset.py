@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tfcompile.compiler.objects import launcher_interface as launcher
-from tfcompile.spec.loading import Script
 from tfcompile.spec.models import EnvironmentValue, Launcher, Role, RoleName, TrainingJob
 from tfcompile.spec.rules import GPU_RESOURCE
+from tfcompile.spec.shipped_script import Script
 from tfcompile.spec.sweep import Trial
 
 from ..labels import (
