@@ -180,16 +180,19 @@ def _processes() -> Iterator[tuple[int, bytes]]:
 
 def processes_of_pod(pod: str) -> list[int]:
     """PIDs of the pod's processes, found by HOSTNAME (the runtime sets it to the pod's host
-    name, as `kubectl exec` would see it)."""
+    name, as `kubectl exec` would see it) among the kubelet's pods (their cgroups lie under
+    `kubepods`): a pod of the same name that run-local's tests run with podman beside these
+    tests is not the node's."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             environment = (entry / "environ").read_bytes().split(b"\0")
+            groups = (entry / "cgroup").read_bytes()
         except OSError:
             continue
-        if f"HOSTNAME={pod}".encode() in environment:
+        if f"HOSTNAME={pod}".encode() in environment and b"/kubepods" in groups:
             found.append(int(entry.name))
     return found
 
