@@ -83,6 +83,10 @@ def _container_problems(pod: Pod, container: Container) -> list[str]:
         problems.append(f"{where}: the container name is not a DNS label")
     if not container.image:
         problems.append(f"{where}: has no image")
+    for name in container.environment:
+        if not name or "=" in name:
+            problems.append(f"{where}: environment variable name {name!r} is not allowed (the "
+                            "API server refuses an empty name or one with '=')")
     if container.working_dir is not None and not container.working_dir.startswith("/"):
         problems.append(f"{where}: workingDir must be an absolute path")
     return problems
