@@ -360,7 +360,8 @@ def parser() -> argparse.ArgumentParser:
     render_command.set_defaults(handler=_render)
 
     run_local = commands.add_parser(
-        "run-local", help="run every pod of a job in its image with podman, as a cluster would (root)"
+        "run-local",
+        help="run every pod of a job in its image with podman, as a cluster would (root)"
     )
     run_local.add_argument("job", metavar="JOB.yaml")
     run_local.add_argument("--job", dest="job_name", metavar="NAME",
