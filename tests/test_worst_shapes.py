@@ -391,7 +391,9 @@ def test_every_pattern_of_the_spec_reads_a_long_run_in_linear_time(
     units |= {unit + "a" for unit in _literal_runs(pattern.pattern)} | set(CREDENTIAL_STARTS)
     for unit in sorted(units):
         text = _fill(unit, PATTERN_TEXT_CHARACTERS)
-        seconds = min(_search_seconds(pattern, text) for _ in range(2))
+        seconds = _search_seconds(pattern, text)
+        if seconds >= PATTERN_SECONDS:  # measured again before failing: the better of two
+            seconds = min(seconds, _search_seconds(pattern, text))
         assert seconds < PATTERN_SECONDS, f"{name} on a run of {unit!r}: {seconds:.2f} s"
 
 
