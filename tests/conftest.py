@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import socket
@@ -20,6 +21,7 @@ from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
 )
+from tfcompile.compiler.rendering.kustomize import render
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"
@@ -32,6 +34,13 @@ def job_directories(output: Path) -> list[Path]:
     return sorted(path for path in output.iterdir()
                   if path.is_dir() and not path.name.startswith("."))
 OVERLAYS = REPOSITORY / "overlays"
+
+
+@functools.cache
+def rendered_output(example: str) -> str:
+    """What kustomize renders for the committed `output/<example>`, run once a session: no test
+    writes the committed output (only `--regenerate-golden` does, and it renders nothing)."""
+    return render(OUTPUT / example)
 KUBECONFORM_CACHE = REPOSITORY / ".cache" / "kubeconform-schemas"  # git-ignored
 
 
