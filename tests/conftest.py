@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import shutil
 import socket
@@ -123,14 +124,23 @@ def _records_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield
 
 
+@pytest.fixture(scope="session")
+def _records_of_each_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory of its own for each test's records, under one of the session (tfcompile
+    makes it when it writes a record): numbered by a counter, not by `mktemp`, which lists the
+    session's whole temporary directory, one entry more for every test, to number each."""
+    root = tmp_path_factory.mktemp("build-records")
+    return (root / str(number) for number in itertools.count())
+
+
 @pytest.fixture(autouse=True)
-def _run_in_repository(monkeypatch: pytest.MonkeyPatch,
-                       tmp_path_factory: pytest.TempPathFactory) -> None:
+def _run_in_repository(monkeypatch: pytest.MonkeyPatch, _records_of_each_test: Iterator[Path]
+                       ) -> None:
     """Relative paths in messages are relative to the working directory; pin it. Each test
     keeps its own records of up-to-date builds, so its first build of a tree is a full one."""
     monkeypatch.chdir(REPOSITORY)
     monkeypatch.delenv("TFCOMPILE_DEBUG", raising=False)
-    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("build-records")))
+    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(next(_records_of_each_test)))
 
 
 def in_ci() -> bool:
