@@ -294,13 +294,14 @@ def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 0}\n"))
-    sleeper = pod.start("trap 'echo got-term; exit 143' TERM; echo trapped; sleep 600 & wait")
+    sleeper = pod.start("trap 'echo got-term; exit 143' TERM; sleep 600 & echo trapped; wait")
     # The training runs, its trap set, and the launcher waits for it (forwarding signals).
     said_then_asleep(sleeper, "trapped")
     sleeper.terminate()
     # Ended long before its sleep would: the launcher forwarded SIGTERM to the training.
     assert sleeper.wait(timeout=EVENT_SECONDS) == 143
-    os.killpg(sleeper.pid, signal.SIGKILL)  # the kubelet ends what is left of the container
+    with contextlib.suppress(ProcessLookupError):  # the kubelet ends what is left of it
+        os.killpg(sleeper.pid, signal.SIGKILL)
     assert "got-term" in output_of(sleeper).text()
     assert not (pod.state / launcher.FAILED).exists()
     assert not (pod.state / "failures").exists()
@@ -521,7 +522,7 @@ def test_the_deadline_counts_restarts_but_not_the_time_a_stopped_task_waits(
     first_started = time.monotonic()
     failed = pod.start("sleep 1; exit 1")
     assert failed.wait(timeout=EVENT_SECONDS) == 1  # a failure: the clock goes on
-    sleeper = pod.start("trap 'exit 143' TERM; echo trapped; sleep 600 & wait")
+    sleeper = pod.start("trap 'exit 143' TERM; sleep 600 & echo trapped; wait")
     said_then_asleep(sleeper, "trapped")
     time.sleep(1.5)  # 1.5 s more of training at least: the clock passes 2.5 s before it pauses
     sleeper.terminate()  # deleted or evicted: the clock pauses
