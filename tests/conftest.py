@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import shutil
 import socket
@@ -20,6 +22,7 @@ from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
 )
+from tfcompile.compiler.rendering.kustomize import render
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"
@@ -32,6 +35,13 @@ def job_directories(output: Path) -> list[Path]:
     return sorted(path for path in output.iterdir()
                   if path.is_dir() and not path.name.startswith("."))
 OVERLAYS = REPOSITORY / "overlays"
+
+
+@functools.cache
+def rendered_output(example: str) -> str:
+    """What kustomize renders for the committed `output/<example>`, run once a session: no test
+    writes the committed output (only `--regenerate-golden` does, and it renders nothing)."""
+    return render(OUTPUT / example)
 KUBECONFORM_CACHE = REPOSITORY / ".cache" / "kubeconform-schemas"  # git-ignored
 
 
@@ -114,14 +124,23 @@ def _records_of_the_session(tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield
 
 
+@pytest.fixture(scope="session")
+def _records_of_each_test(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory of its own for each test's records, under one of the session (tfcompile
+    makes it when it writes a record): numbered by a counter, not by `mktemp`, which lists the
+    session's whole temporary directory, one entry more for every test, to number each."""
+    root = tmp_path_factory.mktemp("build-records")
+    return (root / str(number) for number in itertools.count())
+
+
 @pytest.fixture(autouse=True)
-def _run_in_repository(monkeypatch: pytest.MonkeyPatch,
-                       tmp_path_factory: pytest.TempPathFactory) -> None:
+def _run_in_repository(monkeypatch: pytest.MonkeyPatch, _records_of_each_test: Iterator[Path]
+                       ) -> None:
     """Relative paths in messages are relative to the working directory; pin it. Each test
     keeps its own records of up-to-date builds, so its first build of a tree is a full one."""
     monkeypatch.chdir(REPOSITORY)
     monkeypatch.delenv("TFCOMPILE_DEBUG", raising=False)
-    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(tmp_path_factory.mktemp("build-records")))
+    monkeypatch.setenv("TFCOMPILE_CACHE_DIR", str(next(_records_of_each_test)))
 
 
 def in_ci() -> bool:

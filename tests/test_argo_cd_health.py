@@ -10,10 +10,7 @@ them.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,9 +18,9 @@ from lupa import lua51  # type: ignore[import-untyped]
 from ruamel.yaml import YAML
 
 from tests.conftest import job_text
+from tfcompile.compiler.cli import main
 from tfcompile.compiler.scaffold.repository import HEALTH_KEY, scaffold
 
-TFCOMPILE = str(Path(sys.executable).parent / "tfcompile")
 HEALTH_LUA = resources.files("tfcompile.compiler.scaffold").joinpath("files/health.lua")
 
 JOB = job_text(image="tf", command="[python, train.py]",
@@ -90,8 +87,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
                            JOB + "  launcher: none\n  suspend: true\n")):
         directory = tmp_path_factory.mktemp(variant)
         (directory / "job.yaml").write_text(text)
-        subprocess.run([TFCOMPILE, "build", str(directory), "-o", str(directory / "output")],
-                       check=True, capture_output=True, timeout=120)
+        assert main(["build", str(directory), "-o", str(directory / "output")]) == 0
         found[variant] = YAML(typ="safe").load(
             (directory / "output" / "demo" / "configmap-demo-state.yaml").read_text())
     return found

@@ -4,24 +4,36 @@ of the newest version the kubernetes-validate package ships."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
 from typing import Any
 
 import kubernetes_validate
 import pytest
 from kubernetes_validate import utils as schema_utilities
 
-from tests.conftest import OUTPUT
-from tfcompile.compiler.rendering.kustomize import render
+from tests.conftest import OUTPUT, rendered_output
 from tfcompile.compiler.yaml_input import read_manifests
 
 EXAMPLES = sorted(p.name for p in OUTPUT.iterdir() if p.is_dir())
 VERSIONS = ["1.28.0", schema_utilities.latest_version()]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _schemas_read_once() -> Iterator[None]:
+    """kubernetes-validate reads a kind's schema and every definition (megabytes of JSON) for
+    each object it validates; these tests read each file once (validation reads, never
+    changes, them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(schema_utilities, "schema_contents",
+                      functools.cache(schema_utilities.schema_contents))
+        yield
+
+
 def rendered(example: str) -> list[dict[str, Any]]:
     """Kustomize's output read as Kubernetes reads it (a revision such as `80524764e848`,
     which kustomize writes unquoted, is a string there, not an overflowing float)."""
-    return [d for d in read_manifests(render(OUTPUT / example)) if d]
+    return [d for d in read_manifests(rendered_output(example)) if d]
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -18,6 +18,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ from tfcompile.compiler.output.launcher_zip import launcher_modules, shipped_lau
 from tfcompile.spec.loading import load_jobs
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH, TOKEN_DIRECTORY
 from tfcompile.spec.rules import REVISION_VARIABLE
+
+EVENT_SECONDS = 60
+"""How long a test waits for what a launcher is to print or do: far beyond the second or two it
+takes, so that a loaded machine does not fail a test; an event that never comes fails it then."""
 
 JOB = job_text(image="tf", command="[python, train.py]",
                roles="chief: {replicas: 1}\nworker: {replicas: 2}\nevaluator: {replicas: 1}")
@@ -68,7 +73,7 @@ class Pod:
         (self.directory / "settings.json").write_text(launcher.settings_text(self.settings))
 
     def start(self, command: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, str(self.program), f"--state={self.state}",
              f"--account={self.directory / 'no-account'}", "--role=worker",
              f"--settings={self.directory / 'settings.json'}", "--", "sh", "-c", command],
@@ -77,21 +82,86 @@ class Pod:
             env={**os.environ, "TASK_INDEX": "1",
                  "TFCOMPILE_REVISION": "0123456789ab"},
         )
+        _OUTPUTS[process.pid] = Output(process)
+        return process
 
 
-def idles(process: subprocess.Popen[str], seconds: float = 1.5) -> bool:
+class Output:
+    """What a launcher prints, read as it prints it: a test waits for a line, not a time."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self.changed = threading.Condition()
+        self.ended = False
+        self.reader = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self.reader.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.ended = True
+            self.changed.notify_all()
+
+    def wait_for(self, text: str, seconds: float = EVENT_SECONDS) -> None:
+        """Return once a line holding `text` was printed; fail if the output ends first or
+        after `seconds`."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: self.ended or any(text in line for line in self.lines), seconds)
+            if not any(text in line for line in self.lines):
+                ended = "its output ended" if self.ended else f"{seconds} s"
+                pytest.fail(f"the launcher never printed {text!r} ({ended}):\n"
+                            + "".join(self.lines))
+
+    def text(self) -> str:
+        """Everything printed, once the process has ended."""
+        self.reader.join(timeout=EVENT_SECONDS)
+        assert not self.reader.is_alive(), "the launcher's output never ended"
+        return "".join(self.lines)
+
+
+_OUTPUTS: dict[int, Output] = {}
+
+
+def output_of(process: subprocess.Popen[str]) -> Output:
+    return _OUTPUTS[process.pid]
+
+
+def idles(process: subprocess.Popen[str]) -> bool:
+    """The launcher said it idles, and still runs (it would exit were it to train again),
+    asleep in its idle loop: it catches SIGTERM only once there (a SIGTERM between the message
+    and the loop ends it by the signal, not with 0)."""
+    said_then_asleep(process, "; idling (delete or suspend the job to stop)")
+    return process.poll() is None
+
+
+def said_then_asleep(process: subprocess.Popen[str], text: str) -> None:
+    """Wait until the launcher printed `text` and then blocked (in a sleep or waiting for the
+    training): it sets what a signal does after it prints and before it blocks, so a signal
+    sent in between would meet the launcher of before the message."""
+    output_of(process).wait_for(text)
+    assert eventually(lambda: process.poll() is not None or _sleeping(process.pid)), (
+        f"the launcher never blocked after printing {text!r} within {EVENT_SECONDS} s")
+
+
+def _sleeping(pid: int) -> bool:
+    """Whether the process's main thread is blocked (state S)."""
     try:
-        process.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return True
-    return False
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].startswith("S")
 
 
 def stop(process: subprocess.Popen[str]) -> str:
     """SIGTERM as the kubelet sends it; an idle launcher exits 0 promptly."""
     process.terminate()
-    assert process.wait(timeout=5) == 0
-    return process.stdout.read() if process.stdout else ""
+    assert process.wait(timeout=EVENT_SECONDS) == 0
+    return output_of(process).text()
 
 
 def test_the_program_has_no_dollar_and_runs_on_the_python_of_tensorflow_images(
@@ -173,16 +243,15 @@ def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -
     pod = Pod(tmp_path, {**settings, protocol.REVISION_SETTING: "ba9876543210"})
     runs = tmp_path / "runs"
     waiting = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
-    assert idles(waiting, seconds=2.0)
+    said_then_asleep(waiting, "waiting for the kubelet to refresh them")
+    assert waiting.poll() is None
     assert not runs.exists()
     assert "waiting" in stop(waiting)
     refreshed = pod.start(f"echo trained >> {shlex.quote(str(runs))}")
-    time.sleep(1.0)
+    output_of(refreshed).wait_for("waiting for the kubelet to refresh them")
     (tmp_path / "settings.json").write_text(launcher.settings_text(
         {**settings, protocol.REVISION_SETTING: "0123456789ab"}))
-    deadline = time.monotonic() + program.SETTINGS_WAIT_SECONDS + 5
-    while not runs.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
+    assert idles(refreshed)  # read again after SETTINGS_WAIT_SECONDS, trained, succeeded
     assert runs.read_text() == "trained\n"
     assert "training succeeded; idling" in stop(refreshed)
 
@@ -191,14 +260,14 @@ def test_a_launcher_waits_for_the_settings_of_its_own_revision(tmp_path: Path) -
 def test_without_a_policy_every_failure_is_passed_to_the_kubelet(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path))
     for _ in range(4):
-        assert pod.start("exit 1").wait(timeout=10) == 1
+        assert pod.start("exit 1").wait(timeout=EVENT_SECONDS) == 1
     assert not (pod.state / launcher.FAILED).exists()
 
 
 @pytest.mark.slow
 def test_failure_policy_stops_after_max_restarts(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 2}\n"))
-    assert [pod.start("exit 3").wait(timeout=10) for _ in range(2)] == [3, 3]
+    assert [pod.start("exit 3").wait(timeout=EVENT_SECONDS) for _ in range(2)] == [3, 3]
     assert not (pod.state / launcher.FAILED).exists()
     third = pod.start("exit 3")
     assert idles(third)  # the 2nd restart failed too: the task stops instead of crash-looping
@@ -214,7 +283,8 @@ def test_failure_policy_stops_after_max_restarts(tmp_path: Path) -> None:
 def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(
         tmp_path, "  failurePolicy: {maxRestarts: 10, doNotRetryExitCodes: [1, 2]}\n"))
-    assert pod.start("exit 137").wait(timeout=10) == 137  # retryable: the kubelet restarts it
+    # Retryable: the kubelet restarts it.
+    assert pod.start("exit 137").wait(timeout=EVENT_SECONDS) == 137
     stopped = pod.start("exit 2")
     assert idles(stopped)
     assert "that exit code means do not retry" in stop(stopped)
@@ -224,14 +294,15 @@ def test_an_exit_code_that_means_do_not_retry_stops_at_once(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_sigterm_reaches_the_training_and_is_not_counted_as_a_failure(tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  failurePolicy: {maxRestarts: 0}\n"))
-    sleeper = pod.start("trap 'echo got-term; exit 143' TERM; sleep 30 & wait")
-    time.sleep(0.8)
-    started = time.monotonic()
+    sleeper = pod.start("trap 'echo got-term; exit 143' TERM; sleep 600 & echo trapped; wait")
+    # The training runs, its trap set, and the launcher waits for it (forwarding signals).
+    said_then_asleep(sleeper, "trapped")
     sleeper.terminate()
-    assert sleeper.wait(timeout=10) == 143
-    assert time.monotonic() - started < 5
-    os.killpg(sleeper.pid, signal.SIGKILL)  # the kubelet ends what is left of the container
-    assert "got-term" in (sleeper.stdout.read() if sleeper.stdout else "")
+    # Ended long before its sleep would: the launcher forwarded SIGTERM to the training.
+    assert sleeper.wait(timeout=EVENT_SECONDS) == 143
+    with contextlib.suppress(ProcessLookupError):  # the kubelet ends what is left of it
+        os.killpg(sleeper.pid, signal.SIGKILL)
+    assert "got-term" in output_of(sleeper).text()
     assert not (pod.state / launcher.FAILED).exists()
     assert not (pod.state / "failures").exists()
 
@@ -243,7 +314,7 @@ def test_a_missing_command_exits_127_like_a_shell(tmp_path: Path) -> None:
         [sys.executable, str(pod.program), f"--state={pod.state}",
          f"--account={tmp_path}", f"--settings={tmp_path / 'settings.json'}", "--",
          str(tmp_path / "no-such-program")],
-        capture_output=True, text=True, timeout=10, check=False)
+        capture_output=True, text=True, timeout=EVENT_SECONDS, check=False)
     assert process.returncode == 127
     assert "cannot start" in process.stderr
 
@@ -288,7 +359,7 @@ class GatedTask:
         return process, log
 
 
-def eventually(check: Any, seconds: float = 10.0) -> bool:
+def eventually(check: Any, seconds: float = EVENT_SECONDS) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if check():
@@ -314,7 +385,7 @@ def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revisio
         assert eventually(lambda: "127.0.0.3 (old)" in first_log.read_text())
         assert not trained_0.exists() and not trained_1.exists()  # old and new never train
         old.terminate()  # the kubelet stops a pod waiting at the gate at once
-        assert old.wait(timeout=5) == 0
+        assert old.wait(timeout=EVENT_SECONDS) == 0
         new, _ = worker_1.start("new", f"touch {trained_1}; sleep 60")
         processes.append(new)
         assert eventually(lambda: trained_0.exists() and trained_1.exists())
@@ -323,7 +394,7 @@ def test_the_revision_gate_holds_training_until_every_peer_runs_the_same_revisio
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+            process.wait(timeout=EVENT_SECONDS)
 
 
 @pytest.mark.slow
@@ -340,7 +411,7 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
         os.killpg(peer.pid, signal.SIGKILL)  # the pod is replaced by one of a new revision
         replaced, _ = worker_1.start("new", "sleep 60")
         processes.append(replaced)
-        assert training.wait(timeout=10) == 1  # the kubelet restarts it into the gate
+        assert training.wait(timeout=EVENT_SECONDS) == 1  # the kubelet restarts it into the gate
         assert "127.0.0.3 runs revision new, not old: stopping the training" in log.read_text()
         state = log.parent / "state"
         assert not (state / "failures").exists()  # being replaced is not a failure
@@ -348,7 +419,7 @@ def test_a_training_task_stops_when_a_peer_answers_another_revision(tmp_path: Pa
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+            process.wait(timeout=EVENT_SECONDS)
 
 
 def test_a_releasing_pod_scales_its_own_statefulset_after_the_others() -> None:
@@ -429,11 +500,12 @@ def test_a_training_past_its_deadline_is_stopped_and_recorded_as_failed(tmp_path
     pod = Pod(tmp_path, settings_of(tmp_path, "  deadline: 2s\n"))
     started = time.monotonic()
     training = pod.start(
-        "sleep 30 & trap 'kill $!; echo saved-a-checkpoint; exit 0' TERM; wait")
-    while not (pod.state / launcher.FAILED).exists() and time.monotonic() - started < 10:
-        time.sleep(0.1)
-    assert 2 <= time.monotonic() - started < 5
+        "sleep 600 & trap 'kill $!; echo saved-a-checkpoint; exit 0' TERM; wait")
     assert idles(training)  # a task stopped at its deadline does not train again
+    # Not before its deadline, and long before its sleep ends (the second it stops at is the
+    # subject of tests/test_launcher_from_inside.py, with a fake clock).
+    assert (pod.state / launcher.FAILED).exists()
+    assert time.monotonic() - started >= 2
     output = stop(training)
     assert "saved-a-checkpoint" in output  # the training got SIGTERM, and time to save
     assert "has trained for its deadline" in output
@@ -447,20 +519,28 @@ def test_a_training_past_its_deadline_is_stopped_and_recorded_as_failed(tmp_path
 def test_the_deadline_counts_restarts_but_not_the_time_a_stopped_task_waits(
         tmp_path: Path) -> None:
     pod = Pod(tmp_path, settings_of(tmp_path, "  deadline: 4s\n"))
-    assert pod.start("sleep 1; exit 1").wait(timeout=10) == 1  # a failure: the clock goes on
-    sleeper = pod.start("trap 'exit 143' TERM; sleep 30 & wait")
-    time.sleep(1.5)
-    sleeper.terminate()  # deleted or evicted: the clock pauses at about 2.5 s
-    assert sleeper.wait(timeout=10) == 143
+    first_started = time.monotonic()
+    failed = pod.start("sleep 1; exit 1")
+    assert failed.wait(timeout=EVENT_SECONDS) == 1  # a failure: the clock goes on
+    sleeper = pod.start("trap 'exit 143' TERM; sleep 600 & echo trapped; wait")
+    said_then_asleep(sleeper, "trapped")
+    time.sleep(1.5)  # 1.5 s more of training at least: the clock passes 2.5 s before it pauses
+    sleeper.terminate()  # deleted or evicted: the clock pauses
+    assert sleeper.wait(timeout=EVENT_SECONDS) == 143
+    # The clock cannot have counted more than this, and a second more: it restarts from the
+    # whole second its first training started in.
+    ran = time.monotonic() - first_started + 1
     with contextlib.suppress(ProcessLookupError):
         os.killpg(sleeper.pid, signal.SIGKILL)
     clock = (pod.state / "clock").read_text().split()
     assert clock[0] == "stopped" and clock[4:] == ["stops", "1"], clock
-    assert 2 <= int(clock[3]) <= 3
+    counted = int(clock[3])
+    assert 2 <= counted <= ran, (clock, ran)
     time.sleep(3)  # longer than the deadline's rest: a stopped task's time does not count
     started = time.monotonic()
-    resumed = pod.start("sleep 30 & trap 'kill $!; exit 0' TERM; wait")
-    while not (pod.state / launcher.FAILED).exists() and time.monotonic() - started < 10:
-        time.sleep(0.1)
-    assert 0.8 <= time.monotonic() - started < 3.5
+    resumed = pod.start("sleep 600 & trap 'kill $!; exit 0' TERM; wait")
+    assert idles(resumed)  # stopped at its deadline, long before its sleep ends
+    # It trained the rest of its deadline (whole seconds were recorded: up to one more), not
+    # stopped at once, as it would have been had the 3 s it was stopped counted.
+    assert 4 - counted - 1 <= time.monotonic() - started, counted
     assert "deadline 4s passed" in stop(resumed)

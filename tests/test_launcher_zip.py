@@ -106,7 +106,7 @@ def start_launcher(python: str, program: Path, state: Path, command: str
         env={**os.environ, "TASK_INDEX": "0", "TFCOMPILE_REVISION": "0123456789ab"})
 
 
-def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 20) -> None:
+def wait_for(path: Path, process: subprocess.Popen[str], seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not path.exists():
         assert process.poll() is None, process.stdout.read() if process.stdout else ""
@@ -118,7 +118,7 @@ def stopped(process: subprocess.Popen[str]) -> str:
     """SIGTERM as the kubelet sends it: an idle launcher exits 0; its output."""
     process.send_signal(signal.SIGTERM)
     try:
-        assert process.wait(timeout=10) == 0
+        assert process.wait(timeout=60) == 0
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -183,11 +183,11 @@ def test_a_zip_replaced_under_a_running_launcher_is_not_read(tmp_path: Path) -> 
     state.mkdir()
     settings = settings_of(tmp_path)
     program = mounted(tmp_path / "launcher", shipped_launcher().archive, settings)
-    go = tmp_path / "go"
+    go, training = tmp_path / "go", tmp_path / "training"
     process = start_launcher(sys.executable, program, state,
-                             f"while [ ! -e {go} ]; do sleep 0.1; done; echo trained")
-    time.sleep(1.5)  # started, past the revision gate, training
-    assert process.poll() is None
+                             f"touch {training}; while [ ! -e {go} ]; do sleep 0.1; done; "
+                             "echo trained")
+    wait_for(training, process)  # started, past the revision gate, training
     broken = launcher_program(tuple(
         (name, "# padding that moves every entry\n" * 50
          + (f"raise SystemExit('the new zip was read: {name}')\n")) for name, _ in

@@ -4,7 +4,8 @@ never another exception, never a traceback.
 
 Cases are the example jobs mutated (lines deleted, doubled, swapped, bytes changed, hostile
 scalars and structures inserted) and generated YAML structures put into known fields. One run
-is derandomized (the same cases in every CI run, so a failure reproduces); a smaller one draws
+is derandomized (the same cases in every CI run, so a failure reproduces: 50 in the fast tier,
+200 in `slow`, as for the parsers' agreement and the limit on values below); another draws
 fresh cases each run; the long one (marked `slow`) takes 3,000 derandomized cases, pod templates
 among them: ported jobs with pod templates mutated, and fragments drawn from Kubernetes' own pod
 template schema with parts of the wrong shape; another long one takes 3,000 derandomized cases of
@@ -54,6 +55,8 @@ MARKER = "fuzzmarker-Qx7Zr2"
 """Planted as a value in every case; no message may contain it."""
 
 FIXED_EXAMPLES = 200
+"""The derandomized runs' cases in the `slow` tier; the fast tier runs the first FAST_EXAMPLES."""
+FAST_EXAMPLES = 50
 FRESH_EXAMPLES = 80
 LONG_EXAMPLES = 3000
 TAGS_AND_VOLUMES_EXAMPLES = 3000
@@ -268,6 +271,7 @@ ANCHOR_CASES = [
 ]
 """Anchors, merge keys, several documents, tags, YAML 1.1 look-alikes and line ends, which the
 mutations above rarely produce."""
+CASES_AND_ANCHORS = CASES | st.sampled_from(ANCHOR_CASES)
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -370,6 +374,12 @@ def _run(examples: int, derandomize: bool,
 
 
 def test_the_loader_survives_a_fixed_set_of_hostile_cases() -> None:
+    outcomes = _run(FAST_EXAMPLES, derandomize=True)
+    assert outcomes["built"] > 0 and outcomes["refused"] > 0
+
+
+@pytest.mark.slow
+def test_the_loader_survives_the_whole_fixed_set_of_hostile_cases() -> None:
     outcomes = _run(FIXED_EXAMPLES, derandomize=True)
     assert outcomes["built"] > 0 and outcomes["refused"] > 0
 
@@ -574,6 +584,19 @@ def test_hostile_files_through_the_real_command(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+def _fixed_cases(cases: st.SearchStrategy[str],
+                 examples: int) -> Callable[[Callable[[str], None]], Callable[[], None]]:
+    """A property run over `examples` derandomized cases (the same in every run)."""
+
+    def run(check: Callable[[str], None]) -> Callable[[], None]:
+        chosen = settings(max_examples=examples, derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.data_too_large])
+        return chosen(given(text=cases)(check))
+
+    return run
+
+
 def _described(tokens: Iterator[Any]) -> list[tuple[Any, ...]]:
     return [(type(token).__name__, getattr(token, "value", None), getattr(token, "plain", None),
              token.start_mark.line, token.start_mark.column) for token in tokens]
@@ -638,10 +661,7 @@ def _copied(documents: list[Any]) -> list[tuple[Any, ...]]:
     return copies
 
 
-@settings(max_examples=FIXED_EXAMPLES, derandomize=True, database=None, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(text=CASES | st.sampled_from(ANCHOR_CASES))
-def test_libyaml_gives_the_loader_the_pure_parsers_documents(text: str) -> None:
+def _documents_agree(text: str) -> None:
     """Specs are parsed by libyaml under the round-trip constructor when it can: whatever it
     builds must be what the pure-Python parser builds, value for value and position for
     position; everything else is the pure-Python parser's to decide."""
@@ -654,6 +674,12 @@ def test_libyaml_gives_the_loader_the_pure_parsers_documents(text: str) -> None:
     if fast is None:
         return
     assert _copied(fast) == _copied(yaml_documents.pure_documents(text))
+
+
+test_libyaml_gives_the_loader_the_pure_parsers_documents = _fixed_cases(
+    CASES_AND_ANCHORS, FAST_EXAMPLES)(_documents_agree)
+test_libyaml_gives_the_pure_parsers_documents_on_every_fixed_case = pytest.mark.slow(
+    _fixed_cases(CASES_AND_ANCHORS, FIXED_EXAMPLES)(_documents_agree))
 
 
 @pytest.mark.parametrize("text", ANCHOR_CASES)
@@ -709,10 +735,7 @@ def _nodes(text: str) -> int:
     return total
 
 
-@settings(max_examples=FIXED_EXAMPLES, derandomize=True, database=None, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(text=CASES | st.sampled_from(ANCHOR_CASES))
-def test_the_limit_on_values_counts_no_value_the_file_lacks(text: str) -> None:
+def _values_counted_within_the_file(text: str) -> None:
     """The limit on values is checked on the tokens, before anything is parsed. It may count
     fewer values than a file holds (a few flow forms, `{a, b}`, hold values without tokens,
     which the copy counts), never more: it refuses no file of fewer values."""
@@ -724,6 +747,12 @@ def test_the_limit_on_values_counts_no_value_the_file_lacks(text: str) -> None:
     except YAMLError:
         return  # not YAML: refused before anything is counted
     assert counted <= composed
+
+
+test_the_limit_on_values_counts_no_value_the_file_lacks = _fixed_cases(
+    CASES_AND_ANCHORS, FAST_EXAMPLES)(_values_counted_within_the_file)
+test_the_limit_on_values_counts_no_value_on_any_fixed_case = pytest.mark.slow(
+    _fixed_cases(CASES_AND_ANCHORS, FIXED_EXAMPLES)(_values_counted_within_the_file))
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*/job.yaml")),

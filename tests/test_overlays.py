@@ -7,12 +7,11 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from tests.conftest import OUTPUT
-from tfcompile.compiler.rendering.kustomize import render
+from tests.conftest import OUTPUT, rendered_output
 
 
 def objects(example: str) -> dict[str, dict[str, Any]]:
-    documents = [d for d in YAML(typ="safe").load_all(render(OUTPUT / example)) if d]
+    documents = [d for d in YAML(typ="safe").load_all(rendered_output(example)) if d]
     return {f"{d['kind']}/{d['metadata']['name']}": d for d in documents}
 
 

@@ -4,6 +4,7 @@ meet when the job (or a component) asks for more privileges."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import shutil
@@ -28,13 +29,20 @@ ROOT_JOB = job_text("rooted", spec_lines="""\
     """)
 
 
-def templates_in_output() -> list[tuple[str, dict[str, Any]]]:
+@functools.cache
+def _templates_in_output() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """Read once for the session: the committed output is not written by these tests."""
     found = []
     for path in sorted(OUTPUT.glob("*/*.yaml")):
         document = YAML(typ="safe").load(path.read_text())
         if document.get("kind") in ("StatefulSet", "Deployment"):
             found.append((path.name, document["spec"]["template"]))
-    return found
+    return tuple(found)
+
+
+def templates_in_output() -> list[tuple[str, dict[str, Any]]]:
+    """The pod templates of the committed output, each a copy of its own to change."""
+    return copy.deepcopy(list(_templates_in_output()))
 
 
 def test_every_compiled_example_pod_meets_restricted() -> None:

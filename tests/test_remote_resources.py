@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import MINIMAL_JOB, OUTPUT, Result, job_directories
+from tests.conftest import MINIMAL_JOB, OUTPUT, Result, job_directories, rendered_output
 from tfcompile.compiler.rendering.kustomize import RemoteResourceError, find_renderer, render
 from tfcompile.compiler.rendering.remote_resources import is_remote, remote_entries
 
@@ -197,7 +197,7 @@ def test_local_entries_are_not_remote(entry: str, tmp_path: Path) -> None:
 def test_the_shipped_overlays_and_examples_render_without_remote_resources() -> None:
     for job in job_directories(OUTPUT):
         assert remote_entries(job) == [], job
-        assert render(job)  # and the default (refusing) render succeeds
+        assert rendered_output(job.name)  # and the default (refusing) render succeeds
 
 
 def test_the_refusal_is_an_exception_listing_every_entry(job: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -617,11 +618,9 @@ def test_an_alias_bomb_is_refused_quickly(
     text = job().replace("spec:\n", "x-bomb:\n" + textwrap.indent("\n".join(layers), "  ")
                          + "\nspec:\n")
     path = write_job(text)
-    import time
-
-    started = time.monotonic()
+    started = time.process_time()  # the work done, whatever else shares the processor
     result = run_cli("build", str(path), "-o", str(path.parent / "out"))
-    elapsed = time.monotonic() - started
+    elapsed = time.process_time() - started
     assert result.status == 2
     assert ("holds more than 10000 values or 262144 characters of text (keys included) once "
             "its YAML aliases are expanded") in result.stderr

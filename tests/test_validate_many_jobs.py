@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import OUTPUT
+from tests.conftest import OUTPUT, REPOSITORY
 from tfcompile.compiler.checking.validation import KubernetesVersionError, validate
 from tfcompile.compiler.checking.validation.many_jobs import validate_many
 from tfcompile.compiler.cli import main
@@ -17,10 +17,11 @@ from tfcompile.compiler.rendering.kustomize import RenderingError
 EXAMPLES = sorted(path.name for path in OUTPUT.iterdir() if path.is_dir())
 
 
-@pytest.fixture
-def jobs(tmp_path: Path) -> list[Path]:
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """The compiled examples, a job Kustomize cannot render among them, and one that breaks
-    a rule (a Service whose selector matches no pod)."""
+    a rule (a Service whose selector matches no pod); made once, and only read by the tests."""
+    tmp_path = tmp_path_factory.mktemp("many-jobs")
     shutil.copytree(OUTPUT.parent / "overlays", tmp_path / "overlays")
     directories = []
     for example in EXAMPLES:
@@ -35,18 +36,23 @@ def jobs(tmp_path: Path) -> list[Path]:
     return directories
 
 
-def one_by_one(directories: list[Path]) -> tuple[list[str], list[str]]:
+@pytest.fixture(scope="module")
+def one_by_one(jobs: list[Path]) -> tuple[list[str], list[str]]:
+    """What validating the jobs one after another in this process prints, and its errors."""
     printed, errors = [], []
-    for directory in directories:
-        try:
-            printed.append(validate(directory).to_text())
-        except RenderingError as error:
-            errors.append(f"{directory}: cannot render: {error}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(REPOSITORY)  # as every test runs
+        for directory in jobs:
+            try:
+                printed.append(validate(directory).to_text())
+            except RenderingError as error:
+                errors.append(f"{directory}: cannot render: {error}")
     return printed, errors
 
 
-def test_reports_are_those_of_one_job_after_another_in_order(jobs: list[Path]) -> None:
-    printed, errors = one_by_one(jobs)
+def test_reports_are_those_of_one_job_after_another_in_order(
+        jobs: list[Path], one_by_one: tuple[list[str], list[str]]) -> None:
+    printed, errors = one_by_one
     outcomes = list(validate_many(jobs, workers=3))
     assert [outcome.directory for outcome in outcomes] == jobs
     assert [outcome.report.to_text() for outcome in outcomes if outcome.report] == printed
@@ -56,8 +62,9 @@ def test_reports_are_those_of_one_job_after_another_in_order(jobs: list[Path]) -
 
 
 def test_the_command_prints_each_job_in_order_and_counts_failures(
-        jobs: list[Path], capsys: pytest.CaptureFixture[str]) -> None:
-    printed, errors = one_by_one(jobs)
+        jobs: list[Path], one_by_one: tuple[list[str], list[str]],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    printed, errors = one_by_one
     assert main(["validate", *map(str, jobs)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "".join(f"{text}\n" for text in printed)

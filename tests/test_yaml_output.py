@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -50,14 +51,21 @@ def read_as_yaml_1_2(text: str) -> Any:
     return YAML(typ="safe", pure=True).load(io.StringIO(text))
 
 
-@settings(max_examples=200, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(document=DOCUMENTS)
-def test_what_the_writer_writes_reads_back_equal_under_yaml_1_1_and_1_2(
-        document: dict[str, Any]) -> None:
+def _reads_back_equal(document: dict[str, Any]) -> None:
     text = dump(document)
     assert read_as_yaml_1_2(text) == document, text
     assert read_as_yaml_1_1(text) == document, text
+
+
+def _derandomized(examples: int) -> settings:
+    return settings(max_examples=examples, derandomize=True, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+test_what_the_writer_writes_reads_back_equal_under_yaml_1_1_and_1_2 = _derandomized(50)(
+    given(document=DOCUMENTS)(_reads_back_equal))
+test_what_the_writer_writes_for_200_documents_reads_back_equal = pytest.mark.slow(
+    _derandomized(200)(given(document=DOCUMENTS)(_reads_back_equal)))
 
 
 def test_every_tricky_scalar_reads_back_as_a_string_and_as_a_key() -> None:
