@@ -208,3 +208,77 @@ def test_a_training_is_superseded_only_by_a_peer_answering_another_revision(
         None, None, f"demo-worker-1.demo-worker runs revision {OTHER_REVISION}"]
     assert peers.asked == ["demo-worker-1.demo-worker", "demo-worker-2.demo-worker",
                            "demo-worker-1.demo-worker"]
+
+
+class _OpenGate:
+    """A gate with no peers that opens at once."""
+
+    def __init__(self) -> None:
+        self.peers: list[str] = []
+        self.watch_seconds = 0.2
+
+    def wait(self, until: float | None = None) -> bool:
+        return True
+
+    def superseded(self) -> str | None:
+        return None
+
+
+class _Records:
+    """The task's state record: only what `train` asks of it, the stops counted."""
+
+    def __init__(self) -> None:
+        self.stops = 0
+
+    def refresh(self) -> None:
+        pass
+
+    def stops_of(self, tasks: list[str]) -> dict[str, int]:
+        return {}
+
+    def record_stop(self) -> None:
+        self.stops += 1
+
+    def renew_stop(self) -> None:
+        pass
+
+
+@pytest.mark.slow
+def test_a_signal_while_the_training_starts_reaches_the_training(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM between the training's start and the launcher knowing it (the kubelet stopping
+    the pod at that moment) is forwarded to the training, which gets its grace period, and is
+    recorded as a stop; it does not end the launcher alone, leaving the training to be killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tfcompile.compiler.launcher import program
+
+    started: list[subprocess.Popen[bytes]] = []
+    real_popen = subprocess.Popen
+
+    def popen_then_signal(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+        child = real_popen(command, **options)
+        started.append(child)
+        os.kill(os.getpid(), signal.SIGTERM)  # handled here, before `train` holds the child
+        return child
+
+    previous = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    monkeypatch.setattr(subprocess, "Popen", popen_then_signal)
+    records = _Records()
+    gate: Any = _OpenGate()
+    state: Any = records
+    try:
+        ending = program.train([sys.executable, "-c", "import time; time.sleep(60)"], gate,
+                               state, None, [])
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for child in started:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    assert (ending.status, ending.signalled) == (128 + signal.SIGTERM, True)
+    assert records.stops == 1

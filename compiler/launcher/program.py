@@ -169,9 +169,9 @@ DEFERRED_SIGNALS: list[int] = []
 def idle(reason: str, stopped: bool = False) -> NoReturn:
     """Idle until the pod is stopped; exit at once when a signal already came (`stopped`, or
     one deferred while the outcome was recorded)."""
-    say(reason + "; idling (delete or suspend the job to stop)")
-    signal.signal(signal.SIGTERM, exit_quietly)
+    signal.signal(signal.SIGTERM, exit_quietly)  # first: a signal while saying why ends it
     signal.signal(signal.SIGINT, exit_quietly)
+    say(reason + "; idling (delete or suspend the job to stop)")
     if stopped or DEFERRED_SIGNALS:
         sys.exit(0)
     while True:
@@ -215,6 +215,7 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
     has ended, so a restart goes on from every second the training ran; only the time after
     it ended, when nothing of this task trains, is left out."""
     stopping: list[int] = []
+    starting: list[bool] = []
     child: subprocess.Popen[bytes] | None = None
 
     def forward(number: int, frame: object) -> None:
@@ -225,6 +226,8 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
             state.record_stop()
         stopping.append(number)
         if child is None:
+            if starting:
+                return  # the training is being started: it gets the signal once it runs
             sys.exit(0)  # stopped while waiting at the gate: nothing to stop but this
         with contextlib.suppress(OSError):
             child.send_signal(number)
@@ -235,11 +238,15 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
         return Ending(1, deadline=True)
     state.refresh()
     peer_stops = state.stops_of(peers)
+    starting.append(True)
     try:
         child = subprocess.Popen(command, env=training_environment(progress))
     except OSError as error:
         say("cannot start " + repr(command[0]) + ": " + str(error))
-        return Ending(127, peer_stops=peer_stops)
+        return Ending(127, signalled=bool(stopping), peer_stops=peer_stops)
+    if stopping:  # a signal came while the training was being started
+        with contextlib.suppress(OSError):
+            child.send_signal(stopping[0])
     while True:
         wait = gate.watch_seconds if progress is None else min(gate.watch_seconds,
                                                                 PROGRESS_SECONDS)
@@ -296,10 +303,10 @@ def read_settings(path: str, revision: str) -> Settings:
         if written is None or written == revision:
             return settings
         if not reported:
-            say("the settings are of revision " + str(written) + ", this pod runs " + revision
-                + ": waiting for the kubelet to refresh them")
             signal.signal(signal.SIGTERM, exit_quietly)
             signal.signal(signal.SIGINT, exit_quietly)
+            say("the settings are of revision " + str(written) + ", this pod runs " + revision
+                + ": waiting for the kubelet to refresh them")
             reported = True
         time.sleep(SETTINGS_WAIT_SECONDS)
 
