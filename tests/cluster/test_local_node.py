@@ -224,6 +224,16 @@ def evict(node: LocalNode, namespace: str, pod: str, tmp_path: Path) -> None:
                  "-f", str(request))
 
 
+def workers_said(node: LocalNode, namespace: str, job: Any) -> str:
+    """What each worker printed last (every incarnation: the launcher says whether a failure
+    counted and why it stopped), then the node's log: what a timeout needs to be understood."""
+    parts = []
+    for index in range(2):
+        pod = job.pod("worker", index)
+        parts.append(f"--- {pod}:\n" + "\n".join(node.pod_lines(namespace, pod)[-40:]))
+    return "\n".join(parts) + "\n--- node:\n" + node.log()[-2000:]
+
+
 def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncounted(
         node: LocalNode, tmp_path: Path) -> None:
     """Preemption: a worker evicted mid-training gets SIGTERM and the grace period the spec sets,
@@ -243,7 +253,7 @@ def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncou
     assert first["spec"]["terminationGracePeriodSeconds"] == 20
     evict(node, namespace, victim, tmp_path)
     finals = wait_for("the workers' results", lambda: results(node, namespace, job, 2),
-                      TRAINING_TIMEOUT, lambda: node.log()[-3000:])
+                      TRAINING_TIMEOUT, lambda: workers_said(node, namespace, job))
     lines = node.pod_lines(namespace, victim)
     saved = [line for line in lines if "saved a checkpoint at epoch" in line]
     assert len(saved) == 1, lines[-20:]
