@@ -364,7 +364,9 @@ remove_node_chains() {
   done < <(iptables_chains)
 }
 
-# The CNI results of the node's sandboxes, and the outside paths it made.
+# The CNI results of the node's sandboxes, the kubelet's links in /var/log/containers to the
+# logs of pods still there when the node stopped (they point into the run directory), and the
+# outside paths it made.
 remove_node_paths() {
   local sandbox path
   for sandbox in "$run_directory"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*/; do
@@ -372,6 +374,10 @@ remove_node_paths() {
     sandbox=$(basename "$sandbox")
     rm -f /var/lib/cni/results/*-"$sandbox"-*
   done
+  if [ -d /var/log/containers ]; then
+    find /var/log/containers -maxdepth 1 -type l -lname "$run_directory/*" -delete 2>/dev/null \
+      || true
+  fi
   [ -f "$run_directory/preexisting-paths" ] || return 0
   for path in "${node_outside_paths[@]}"; do
     grep -qxF "$path" "$run_directory/preexisting-paths" && continue
