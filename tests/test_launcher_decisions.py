@@ -24,6 +24,7 @@ import pytest
 from tests.conftest import job_text
 from tests.test_launcher_from_inside import REVISION, TASK, Pod
 from tests.test_launcher_from_inside import make_pod as make_pod  # the fixture, re-exported
+from tfcompile.compiler.launcher import program
 from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.compiler.objects.builders.launcher_config_map import launcher_settings
 from tfcompile.spec.loading import load_jobs
@@ -117,13 +118,111 @@ def test_a_failure_beside_peers_that_were_not_stopped_counts(
     """Only a peer's stop recorded during the training excuses a failure; a peer that was
     never stopped excuses nothing."""
     pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    two_workers(monkeypatch)
+    pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 0"
+    assert pod.run(pod.training(runs=5.0, status=1)) == "idle"
+    assert pod.api.data[TASK] == f"failed {REVISION} exit 1 after 0 restarts"
+
+
+def two_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pod is worker-0 of two workers; its peer's record key is `worker-1`."""
     monkeypatch.setenv("TF_CONFIG", json.dumps({
         "cluster": {"worker": ["demo-worker-0.demo-worker:2222",
                                "demo-worker-1.demo-worker:2222"]},
         "task": {"type": "worker", "index": 0}}))
+
+
+def peer_records_later(pod: Pod, monkeypatch: pytest.MonkeyPatch, after: float,
+                       record: str) -> None:
+    """worker-1's record becomes `record` once `after` seconds of the fake clock have passed
+    (from now): its launcher writes it then."""
+    at = pod.clock.now + after
+    reading = pod.api.records
+
+    def records(name: str) -> dict[str, str]:
+        if pod.clock.now >= at:
+            pod.api.data["worker-1"] = record
+        return reading(name)
+
+    monkeypatch.setattr(pod.api, "records", records)
+
+
+@pytest.mark.parametrize("why", [f"stopped {REVISION} after 40 stops 1",
+                                 f"training {REVISION} since 1799999000 stops 1"],
+                         ids=["the peer was signalled", "the peer failed for its own peer's stop"])
+def test_a_failure_after_a_peers_stop_is_not_counted_and_counts_as_this_tasks_stop(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    """Eviction: worker-1 is stopped (or its training failed, uncounted, for its own peer's
+    stop) while worker-0 trains; worker-0's training fails with it. With `maxRestarts: 0`, a
+    counted failure would end the job. Not counted, it is recorded as worker-0's stop in turn
+    (stops 0 -> 1, the clock's start kept): a replacement worker-1 whose new training had
+    joined worker-0's doomed one fails with it, and must not count that either."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    two_workers(monkeypatch)
     pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 0"
-    assert pod.run(pod.training(runs=5.0, status=1)) == "idle"
+    peer_records_later(pod, monkeypatch, 5.0, why)
+    assert pod.run(pod.training(runs=5.0, status=1)) == "exit 1"
+    assert pod.api.data[TASK] == f"training {REVISION} since 1800000000 stops 1"
+    assert pod.restart(pod.training(runs=5.0)) == "idle"
+    assert pod.api.data[TASK] == f"succeeded {REVISION}"
+
+
+def test_a_peers_stop_recorded_after_this_training_failed_still_excuses_it(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """worker-1's training failed for its peer's stop at the same moment as worker-0's, and
+    its launcher records that 8 s later (a loaded node): worker-0 looks for it that long."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    two_workers(monkeypatch)
+    pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 2"
+    training = pod.training(runs=5.0, status=1)
+    peer_records_later(pod, monkeypatch, 13.0, f"training {REVISION} since 1799999000 stops 3")
+    assert pod.run(training) == "exit 1"
+    assert pod.api.data[TASK] == f"training {REVISION} since 1800000000 stops 1"
+    assert pod.clock.now - training.start_time - 5.0 == pytest.approx(8.0, abs=1.0)
+
+
+def test_a_failure_beside_a_peer_that_stopped_before_this_training_counts(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop recorded before this training started excused an earlier training, not this
+    one; the launcher gives up looking after `PEER_RECORD_SECONDS` and counts the failure."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    two_workers(monkeypatch)
+    pod.api.data["worker-1"] = f"stopped {REVISION} after 40 stops 4"
+    training = pod.training(runs=5.0, status=1)
+    assert pod.run(training) == "idle"
     assert pod.api.data[TASK] == f"failed {REVISION} exit 1 after 0 restarts"
+    assert 15.0 <= pod.clock.now - training.start_time - 5.0 <= 16.0
+
+
+class SupersededGate:
+    """A gate that opens at once; while the training runs, worker-1 answers another revision."""
+
+    def __init__(self, settings: dict[str, Any], listen: str, revision: str) -> None:
+        self.peers = ["demo-worker-1.demo-worker"]
+        self.watch_seconds = float(settings["watchSeconds"])
+
+    def wait(self, until: float | None = None) -> bool:
+        return True
+
+    def superseded(self) -> str | None:
+        return f"demo-worker-1.demo-worker runs revision {OTHER_REVISION}"
+
+
+def test_a_training_superseded_by_a_peers_revision_records_a_stop_before_it_stops(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A roll: worker-1 already runs the new revision, so worker-0 stops its old training,
+    uncounted. Its stop is recorded first, so a third task of the old revision, whose
+    training fails with this one, does not count that failure."""
+    pod = make_pod("  failurePolicy: {maxRestarts: 0}\n")
+    two_workers(monkeypatch)
+    monkeypatch.setattr(program, "RevisionGate", SupersededGate)
+    training = pod.training(runs=3600.0, ends_after_term=2.0)
+    assert pod.run(training) == "exit 1"
+    stops = [when for when, entries in pod.api.history
+             if entries.get(TASK, "").startswith(f"stopped {REVISION} ")]
+    assert stops and training.terminated is not None and stops[0] <= training.terminated
+    assert pod.api.data[TASK].endswith(" stops 1")
+    assert not (pod.directory / "state" / "failures").exists()
 
 
 def test_another_revisions_outcome_does_not_stop_this_one_from_training(make_pod: Any) -> None:

@@ -15,7 +15,9 @@ exits 0 would train again and again. The launcher runs the training command and:
 - on failure exits non-zero so the kubelet restarts it, until `failurePolicy` says stop (too many
   restarts in this pod, or an exit code that means "do not retry"): then it records the failure
   and idles (or releases the job's pods with `onFailure: release`); a failure that follows a
-  peer's stop (a peer deleted, evicted or drained during this training) is not counted;
+  peer's stop (a peer deleted, evicted or drained during this training) is not counted, and
+  is recorded as a stop of this task in turn: a peer whose new training had already joined
+  this one's fails with it, and that failure is not counted either (`stopped_peers`);
 - keeps the deadline's clock (`deadline`): the seconds this revision has trained in this task,
   the times no training ran after a signal stopped it left out, in the task's record
   (`training <revision> since <epoch seconds> stops <n>`, and `stopped <revision> after
@@ -90,6 +92,11 @@ deadline's clock counts its time (`State.renew_stop`), and the kubelet may kill 
 with it at the end of the grace period."""
 IDLE_SECONDS = 3600.0
 """How long an idle launcher sleeps at a time."""
+PEER_RECORD_SECONDS = 15.0
+"""How long the launcher of a failed training looks for a peer's stop before it counts the
+failure. A peer records a signal before its training ends, but a failure it was not counted
+for only once its training has ended, and the failures of the two trainings come together."""
+PEER_RECORD_POLL_SECONDS = 1.0
 
 
 def options(arguments: list[str], directory: str) -> tuple[dict[str, str], list[str]]:
@@ -268,6 +275,7 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
             continue
         reason = gate.superseded()
         if reason is not None:
+            state.record_stop()  # first: the peers whose training fails with this one find it
             stop(child)
             return Ending(1, superseded=reason)
     if stopping:
@@ -291,6 +299,23 @@ def report_progress(state: State, progress: ProgressReader | None,
     line = progress.changed(time.time(), final) if progress is not None else None
     if line is not None:
         state.record_progress(line)
+
+
+def stopped_peers(state: State, tasks: list[str], before: dict[str, int]) -> list[str]:
+    """The peers stopped since the training started (`before`: their stops then), looked for
+    until `PEER_RECORD_SECONDS` have passed: a training that fails for the loss of a peer may
+    fail before that peer has recorded why its own training ended. A stop is a signal to the
+    peer's pod, or a failure of its training that was not counted for a stop of its own peer:
+    a task evicted and back before its peer's training noticed joins that doomed training, and
+    fails with it."""
+    give_up = time.time() + PEER_RECORD_SECONDS
+    while True:
+        state.refresh()
+        stopped = [task for task, stops in state.stops_of(tasks).items()
+                   if stops > before.get(task, 0)]
+        if stopped or not tasks or state.api is None or time.time() >= give_up:
+            return stopped
+        time.sleep(PEER_RECORD_POLL_SECONDS)
 
 
 def read_settings(path: str, revision: str) -> Settings:
@@ -362,13 +387,12 @@ def main(arguments: list[str], directory: str) -> int:
         state.record(SUCCEEDED, result=read_result(result_file))
         after_success(state, settings)
         idle("training succeeded")
-    state.refresh()
-    stopped = [task for task, stops in state.stops_of(tasks).items()
-               if stops > ending.peer_stops.get(task, 0)]
+    stopped = stopped_peers(state, tasks, ending.peer_stops)
     if stopped:
         say("training exited with status " + str(status) + " after " + ", ".join(stopped)
-            + " stopped (deleted, evicted or drained); not counted as a failure, the kubelet "
-            "will restart it")
+            + " stopped (deleted, evicted, drained or restarted for a peer's stop); not "
+            "counted as a failure, the kubelet will restart it")
+        state.record_interruption()
         return status
     policy = settings.get("failurePolicy")
     failures = state.count_failure()

@@ -162,6 +162,14 @@ class State:
         self.stops += 1
         self.renew_stop()
 
+    def record_interruption(self) -> None:
+        """The training failed for a peer's stop, not counted: count it as a stop of this task
+        (the clock goes on), so a peer whose training fails with this one's does not count
+        that failure either."""
+        self.stops += 1
+        self.save_clock(TRAINING + " " + self.revision + " since " + str(int(self.started))
+                        + " stops " + str(self.stops))
+
     def renew_stop(self) -> None:
         """The stopped training still runs (its grace period, or a training that ignores the
         signal): the clock goes on until it ends, so the stop's record says how long the task

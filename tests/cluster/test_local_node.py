@@ -264,7 +264,9 @@ def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncou
             finals
     records = progress(node, namespace, job, 1)
     attempts = list(dict.fromkeys(record["attempt"] for record in records))
-    assert len(attempts) == 2, "the evicted worker trained again once"
+    # Trained again: once, or more when its new training joined the survivor's before that
+    # noticed the loss, and failed with it (not counted either).
+    assert len(attempts) >= 2, "the evicted worker trained again"
     assert [record["epoch"] for record in records if record["attempt"] == attempts[-1]] == \
         list(range(epoch, RESUMED_EPOCHS))
     now = pods(node, namespace)
@@ -273,7 +275,8 @@ def test_an_evicted_worker_saves_a_checkpoint_and_training_resumes_from_it_uncou
     survivor = job.pod("worker", 0)
     status = now[survivor]["status"]["containerStatuses"][0]
     assert status["restartCount"] >= 1 and status["lastState"]["terminated"]["exitCode"] != 0
-    assert any("worker-1 stopped (deleted, evicted or drained); not counted as a failure" in line
+    assert any("worker-1 stopped (deleted, evicted, drained or restarted for a peer's stop); "
+               "not counted as a failure" in line
                for line in node.pod_lines(namespace, survivor))
     revision = job_revision(job)
     succeeded = {"worker-0": f"succeeded {revision}", "worker-1": f"succeeded {revision}"}
