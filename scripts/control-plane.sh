@@ -130,13 +130,27 @@ argocd|flux|both])" ;;
   fi
 }
 
+# Ports below the kernel's ephemeral range, free now: one the kernel picked for bind(0) is one
+# it may hand to any outgoing connection in the seconds before the server binds it.
 free_ports() {
   python3 - "$1" <<'EOF'
-import socket, sys
-sockets = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in sockets:
-    s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in sockets))
+import random, socket, sys
+wanted = int(sys.argv[1])
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+bound = []
+for port in random.sample(range(10000, low), min(low - 10000, 4 * wanted + 64)):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        continue
+    bound.append(s)
+    if len(bound) == wanted:
+        break
+if len(bound) < wanted:
+    sys.exit("no %d free loopback ports below %d" % (wanted, low))
+print(" ".join(str(s.getsockname()[1]) for s in bound))
 EOF
 }
 

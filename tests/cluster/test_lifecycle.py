@@ -351,15 +351,19 @@ def test_a_stopped_task_records_its_stop_and_its_clock_goes_on_in_a_new_pod(
     job = deploy(cluster, tmp_path, "paused",
                  "  deadline: 1h\n  failurePolicy: {maxRestarts: 0}\n")
     revision = job.revision
+    before = time.monotonic()
     first = pods(job, "worker", 1).run("sleep 60 & trap 'kill $!; exit 143' TERM; wait")
     wait_for("the training record", lambda: job.records().get("worker-1", "").startswith(
         f"training {revision} since "), WAIT_SECONDS)
     time.sleep(2)
     first.terminate()
     assert first.wait(timeout=10) == 143
+    # At least the 2 s it surely trained; at most what passed since its pod started (whole
+    # seconds recorded: one more), however slowly a loaded machine went.
+    ran = time.monotonic() - before + 1
     stopped = job.records()["worker-1"].split(" ")
     assert stopped[:3] == ["stopped", revision, "after"] and stopped[4:] == ["stops", "1"]
-    assert 2 <= int(stopped[3]) <= 4
+    assert 2 <= int(stopped[3]) <= ran, (stopped, ran)
     second = pods(job, "worker", 1, fresh="-recreated").run("sleep 60")
     wait_for("the new pod's training record", lambda: job.records().get("worker-1", "")
              .startswith(f"training {revision} since "), WAIT_SECONDS)
