@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -202,13 +203,11 @@ class _ProgramOutsideTheFastTier(AssertionError):
     """A fast test started a program other than kustomize."""
 
 
-@pytest.fixture(autouse=True)
-def _fast_tier_runs_no_program_but_kustomize(request: pytest.FixtureRequest,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fast tier is what plain `pytest` runs in a minute: in process, no TensorFlow, no
-    root, no cluster. A test without a tier marker that starts any program but kustomize
-    fails, naming the program, so it cannot slip into the fast loop unnoticed."""
-    if any(request.node.get_closest_marker(tier) for tier in TIERS):
+@contextlib.contextmanager
+def _only_fast_tier_programs(item: pytest.Item) -> Iterator[None]:
+    """Within `item`'s phase, when it is a fast test, refuse every program but kustomize."""
+    if any(item.get_closest_marker(tier) for tier in TIERS):
+        yield
         return
     original = subprocess.Popen.__init__
 
@@ -220,7 +219,28 @@ def _fast_tier_runs_no_program_but_kustomize(request: pytest.FixtureRequest,
                 f"a fast test ran {name!r}: mark the test `slow` (or the tier it needs)")
         original(self, arguments, *rest, **options)
 
-    monkeypatch.setattr(subprocess.Popen, "__init__", guarded)
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
+
+
+# The fast tier is what plain `pytest` runs in a minute: in process, no TensorFlow, no root, no
+# cluster. A test without a tier marker that starts any program but kustomize fails, naming the
+# program, so it cannot slip into the fast loop unnoticed: in its set-up (including fixtures of
+# a module or the session it is the first to ask for) and its call. Not in its tear-down: the
+# last test of a run tears down every session fixture, those of other tiers too.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _only_fast_tier_programs(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _only_fast_tier_programs(item):
+        return (yield)
 
 
 # The session's real node, for the tests that run pods (imported last: it builds on the above).
