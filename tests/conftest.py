@@ -219,7 +219,7 @@ def _only_fast_tier_programs(item: pytest.Item) -> Iterator[None]:
                 f"a fast test ran {name!r}: mark the test `slow` (or the tier it needs)")
         original(self, arguments, *rest, **options)
 
-    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign]
+    subprocess.Popen.__init__ = guarded  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
