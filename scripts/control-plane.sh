@@ -406,6 +406,8 @@ case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
   build) shift; build "$@" ;;
+  # Where `build --gitops argocd|both` puts the kustomize Argo CD's repo-server runs.
+  kustomize-binary) gitops_binary kustomize kustomize ;;
   *) echo "usage: $0 up [--node] [--gitops argocd|flux|both] | down | build [--gitops \
-argocd|flux|both]" >&2; exit 2 ;;
+argocd|flux|both] | kustomize-binary" >&2; exit 2 ;;
 esac

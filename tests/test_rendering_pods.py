@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tfcompile.compiler.rendering.kustomize import (
+    Renderer,
     RenderError,
     find_renderer,
     kustomize_message,
@@ -52,14 +53,22 @@ def test_render_is_deterministic(rendered: str) -> None:
     assert rendered.startswith("apiVersion: v1\n")
 
 
-def test_render_failure_carries_kustomize_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", ["kubectl kustomize", "the renderer tfcompile finds"])
+def test_render_failure_carries_kustomize_message(tmp_path: Path, which: str) -> None:
+    """Kustomize's own message, without kubectl's klog wrapping or a standalone kustomize's
+    `Error:`: both renderers are tried (the suite puts a standalone kustomize on PATH, which
+    tfcompile then prefers)."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "kubectl is needed on PATH"
+    renderer = (Renderer(command=(kubectl, "kustomize")) if which == "kubectl kustomize"
+                else find_renderer())
     (tmp_path / "kustomization.yaml").write_text("resources: [missing.yaml]\n")
     with pytest.raises(RenderError) as failure:
-        render(tmp_path)
+        render(tmp_path, renderer)
     message = str(failure.value)
     assert "missing.yaml" in message
     assert "run.go" not in message
-    assert "command failed" not in message
+    assert "command failed" not in message and "failed: Error" not in message
 
 
 def test_render_refuses_directory_without_kustomization(tmp_path: Path) -> None:
