@@ -194,6 +194,29 @@ def test_a_failure_beside_a_peer_that_stopped_before_this_training_counts(
     assert 15.0 <= pod.clock.now - training.start_time - 5.0 <= 16.0
 
 
+def test_a_pod_stopping_after_its_training_failed_does_not_wait_for_peers_records(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kubelet stops the pod (SIGTERM) while its launcher looks for a peer's stop: it stops
+    looking and exits within the grace period, the failure counted."""
+    import signal
+
+    pod = make_pod("  failurePolicy: {maxRestarts: 1}\n")
+    two_workers(monkeypatch)
+    pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 0"
+    training = pod.training(runs=5.0, status=1)
+    reading = pod.api.records
+
+    def records(name: str) -> dict[str, str]:
+        if training.returncode is not None:
+            signal.raise_signal(signal.SIGTERM)
+        return reading(name)
+
+    monkeypatch.setattr(pod.api, "records", records)
+    assert pod.run(training) == "exit 1"
+    assert pod.clock.now - training.start_time - 5.0 < 1.0
+    assert (pod.directory / "state" / "failures").read_text() == "1\n"
+
+
 class SupersededGate:
     """A gate that opens at once; while the training runs, worker-1 answers another revision."""
 

@@ -313,7 +313,8 @@ def stopped_peers(state: State, tasks: list[str], before: dict[str, int]) -> lis
         state.refresh()
         stopped = [task for task, stops in state.stops_of(tasks).items()
                    if stops > before.get(task, 0)]
-        if stopped or not tasks or state.api is None or time.time() >= give_up:
+        if (stopped or not tasks or state.api is None or DEFERRED_SIGNALS
+                or time.time() >= give_up):  # a signal: the pod is stopping, be prompt
             return stopped
         time.sleep(PEER_RECORD_POLL_SECONDS)
 
