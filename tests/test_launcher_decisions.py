@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ def peer_records_later(pod: Pod, monkeypatch: pytest.MonkeyPatch, after: float,
     """worker-1's record becomes `record` once `after` seconds of the fake clock have passed
     (from now): its launcher writes it then."""
     at = pod.clock.now + after
-    reading = pod.api.records
+    reading: Callable[[str], dict[str, str]] = pod.api.records
 
     def records(name: str) -> dict[str, str]:
         if pod.clock.now >= at:
@@ -204,7 +205,7 @@ def test_a_pod_stopping_after_its_training_failed_does_not_wait_for_peers_record
     two_workers(monkeypatch)
     pod.api.data["worker-1"] = f"training {REVISION} since 1799999000 stops 0"
     training = pod.training(runs=5.0, status=1)
-    reading = pod.api.records
+    reading: Callable[[str], dict[str, str]] = pod.api.records
 
     def records(name: str) -> dict[str, str]:
         if training.returncode is not None:
