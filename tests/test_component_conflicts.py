@@ -21,7 +21,10 @@ from tfcompile.compiler.checking.validation.component_steps import (
     ComponentSteps,
     component_steps,
     kustomization_with_components,
+    renders_with_its_steps,
+    steps_and_final,
 )
+from tfcompile.compiler.checking.validation.validator import validate
 from tfcompile.compiler.rendering.kustomize import find_renderer, render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 
@@ -434,6 +437,46 @@ def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(
         tmp_path, directory, components, kustomization)
 
 
+def test_the_directorys_own_rendering_made_with_the_steps_equals_kustomizes_alone(
+    tmp_path: Path, kustomize_runs: Path,
+) -> None:
+    """`validate` takes the job's own rendering from the run that renders the steps: object
+    for object and in order, it is what kustomize renders for the directory alone."""
+    directory, _, _ = layered_kustomization(tmp_path, namespace=False)
+    found = kustomization_with_components(directory)
+    assert found is not None
+    together = steps_and_final(directory, found)
+    assert together is not None
+    assert len(kustomize_runs.read_text().splitlines()) == 1
+    steps, final = together
+    assert steps == component_steps(directory, found)
+    alone = parse_manifests(render(directory))
+    assert final == alone
+    assert [item["kind"] for item in final] == ["ServiceAccount", "ConfigMap", "ConfigMap",
+                                                 "StatefulSet"]
+
+
+@pytest.mark.parametrize("field", ["sortOptions: {order: fifo}",
+                                   "buildMetadata: [originAnnotations]"])
+def test_what_only_the_top_kustomization_decides_is_rendered_alone(
+    tmp_path: Path, kustomize_runs: Path, field: str,
+) -> None:
+    """Under a wrapper, Kustomize would ignore the job's own order or build metadata: such a
+    kustomization is not rendered with its steps, and `validate` reports on the objects in
+    the order and with the annotations kustomize gives the directory alone."""
+    directory, _, _ = layered_kustomization(tmp_path, namespace=False)
+    kustomization = directory / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text() + field + "\n")
+    report = validate(directory)
+    assert report.objects == parse_manifests(render(directory))
+    found = kustomization_with_components(directory)
+    assert found is not None and not renders_with_its_steps(found)
+    if field.startswith("sortOptions"):
+        assert report.objects[0]["kind"] == "StatefulSet"  # as listed
+    else:
+        assert "config.kubernetes.io/origin" in report.objects[0]["metadata"]["annotations"]
+
+
 def test_kinds_kustomize_does_not_prefix_are_rendered_one_by_one(
     tmp_path: Path, kustomize_runs: Path,
 ) -> None:
@@ -446,6 +489,18 @@ def test_kinds_kustomize_does_not_prefix_are_rendered_one_by_one(
     assert len(kustomize_runs.read_text().splitlines()) == 1 + len(components)
     assert list(steps.before) == renderings_one_by_one(
         tmp_path, directory, components, kustomization)
+
+
+def test_validate_renders_a_job_with_a_namespace_object_alone_and_its_steps_one_by_one(
+    tmp_path: Path, kustomize_runs: Path,
+) -> None:
+    """The run that would render the job with its steps fails to tell them apart: the job is
+    rendered alone, and the steps one by one, without trying them together again."""
+    directory, components, _ = layered_kustomization(tmp_path, namespace=True)
+    report = validate(directory)
+    assert len(kustomize_runs.read_text().splitlines()) == 2 + len(components)
+    assert report.objects == parse_manifests(render(directory))
+    assert not [note for note in report.notes if "was not checked" in note]
 
 
 def layered_kustomization(tmp_path: Path, *, namespace: bool) -> tuple[Path, list[str], str]:
@@ -508,12 +563,12 @@ def renderings_one_by_one(tmp_path: Path, directory: Path, components: list[str]
     return renderings
 
 
-def test_a_job_with_components_costs_one_kustomize_run_more(
+def test_a_job_with_components_costs_one_kustomize_run(
     tmp_path: Path, run_cli: Callable[..., Result], kustomize_runs: Path,
 ) -> None:
-    """However many components: one run for the job, one for the renderings before each but
-    the first; the job without components, and so the rendering before the first component,
-    is read without Kustomize (tests/test_plain_kustomization.py)."""
+    """However many components: one run for the job and the renderings before each but the
+    first; the job without components, and so the rendering before the first component, is
+    read without Kustomize (tests/test_plain_kustomization.py)."""
     plain = ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n"
              "labels: [{pairs: {pool: training}}]\n")
     jobs = {"none": "", "one": "plain", "three": "gpu, azure, plain"}
@@ -526,7 +581,7 @@ def test_a_job_with_components_costs_one_kustomize_run_more(
         result = run_cli("validate", str(directory))
         assert result.status == 0, result.stdout
         runs = len(kustomize_runs.read_text().splitlines())
-        assert runs == {"none": 0, "one": 1, "three": 2}[name], (name, runs)
+        assert runs == {"none": 0, "one": 1, "three": 1}[name], (name, runs)
 
 
 def test_names_and_values_from_components_reach_no_terminal_raw() -> None:

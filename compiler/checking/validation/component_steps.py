@@ -11,9 +11,17 @@ name and reference again. A job with components thus costs at most one Kustomize
 renderings before them, however many components it names. When that run fails, or a rendered
 object carries no marker (a kind Kustomize does not prefix), the renderings are made one by
 one. The rendering before the first component, when its kustomization only lists files beside
-it (as `build` writes it), is read without Kustomize (`rendering.plain_kustomization`): a job
-with one component then starts no Kustomize run for it, one with several one for the steps
-after it.
+it (as `build` writes it), is read without Kustomize (`rendering.plain_kustomization`).
+
+`validate` needs the directory's own rendering as well, and most of a job's time is Kustomize's:
+`steps_and_final` makes it in the same run as the steps (the directory itself under one more
+marker), so a job with components costs one Kustomize run however many it names. A marker
+changes nothing else Kustomize renders: generated names keep their hashes, and objects of one
+kind keep their order (Kustomize's default order sorts them by name, and a common prefix keeps
+it). What only the kustomization a run starts from decides (`sortOptions`, `buildMetadata`,
+`openapi`) would be lost under a wrapper, so a kustomization that sets any of them is rendered
+on its own, as is one whose run fails or leaves an object unmarked: the caller then renders the
+directory alone, and Kustomize's message is the one it would give.
 """
 
 from __future__ import annotations
@@ -94,15 +102,53 @@ def kustomization_with_components(directory: Path) -> Kustomization | None:
     return None
 
 
+# Fields Kustomize reads only in the kustomization a run starts from.
+_TOP_LEVEL_ONLY = frozenset({"sortOptions", "buildMetadata", "openapi"})
+
+
 def component_steps(directory: Path, kustomization: Kustomization, *,
-                    allow_remote: bool = False) -> ComponentSteps:
+                    allow_remote: bool = False, one_by_one: bool = False) -> ComponentSteps:
     """The renderings of `directory` (whose `kustomization` names components) before each of
-    its components.
+    its components; `one_by_one` when a run of them together is known to fail.
 
     Raises `ComponentStepsError` when they cannot be rendered (for example a patch of the
     kustomization itself that needs an object only a component adds).
     """
+    made = _renderings(directory, kustomization, allow_remote=allow_remote, with_final=False,
+                       one_by_one=one_by_one)
+    assert made is not None  # only a run with the final rendering gives up
+    return made[0]
+
+
+def renders_with_its_steps(kustomization: Kustomization) -> bool:
+    """Whether the directory's own rendering can be made in one run with the steps: it sets
+    nothing that only the kustomization a run starts from decides."""
+    return not _TOP_LEVEL_ONLY & set(kustomization.document)
+
+
+def steps_and_final(directory: Path, kustomization: Kustomization
+                    ) -> tuple[ComponentSteps, list[KubernetesObject]] | None:
+    """The renderings before each component and the directory's own, from one Kustomize run,
+    for a kustomization that `renders_with_its_steps` (remote entries are the caller's to
+    refuse first); None when that run fails or leaves an object unmarked, and the caller
+    renders them apart."""
+    try:
+        made = _renderings(directory, kustomization, allow_remote=True, with_final=True)
+    except ComponentStepsError:
+        return None
+    if made is None or made[1] is None:
+        return None
+    return made[0], made[1]
+
+
+def _renderings(directory: Path, kustomization: Kustomization, *, allow_remote: bool,
+                with_final: bool, one_by_one: bool = False
+                ) -> tuple[ComponentSteps, list[KubernetesObject] | None] | None:
+    """The steps and, `with_final`, the directory's own rendering, made in the same run as the
+    steps; None `with_final` when they cannot be made in one run (without it, the steps are
+    then made one by one)."""
     components = kustomization.components
+    final: list[KubernetesObject] | None = None
     with tempfile.TemporaryDirectory(prefix="tfcompile-components-") as temporary:
         workspace = Path(temporary)
         try:
@@ -112,11 +158,18 @@ def component_steps(directory: Path, kustomization: Kustomization, *,
             # is read in process, and Kustomize renders the steps after it.
             plain = render_plain(steps[0])
             first = [] if plain is None else [plain]
-            rest = steps[len(first):]
-            renderings = _render_together(rest, workspace, allow_remote) if rest else []
+            rest: list[Path] = steps[len(first):]
+            together = [*rest, directory] if with_final else rest
+            renderings = (None if one_by_one else
+                          _render_together(together, workspace, allow_remote) if together
+                          else [])
             if renderings is None:
+                if with_final:
+                    return None
                 renderings = [parse_manifests(render(step, allow_remote=allow_remote),
                                               source=str(directory)) for step in rest]
+            elif with_final:
+                final = renderings.pop()
             renderings = [*first, *renderings]
         except RenderingError as failure:
             raise ComponentStepsError(str(failure).replace(str(workspace), "<copy>")) from None
@@ -124,7 +177,7 @@ def component_steps(directory: Path, kustomization: Kustomization, *,
             raise ComponentStepsError(f"cannot copy {directory}: {failure.strerror}") from None
     base = (COMPILED_OUTPUT if kustomization.generated
             else f"the resources of {kustomization.path.name} (before any component)")
-    return ComponentSteps(components, tuple(renderings), base)
+    return ComponentSteps(components, tuple(renderings), base), final
 
 
 def _relocated(entry: str, directory: Path, copy: Path) -> str:
@@ -166,8 +219,8 @@ def _render_together(steps: Sequence[Path], workspace: Path,
                                 source=str(steps[0]))]
     token = secrets.token_hex(6)
     markers = [f"m{token}-{number}-" for number in range(len(steps))]
-    for step, marker in zip(steps, markers, strict=True):
-        wrapper = workspace / f"marked-{step.name}"
+    for position, (step, marker) in enumerate(zip(steps, markers, strict=True)):
+        wrapper = workspace / f"marked-{position}"
         wrapper.mkdir()
         (wrapper / "kustomization.yaml").write_text(json.dumps({
             "resources": [os.path.relpath(step, wrapper)], "namePrefix": marker}),
@@ -175,7 +228,8 @@ def _render_together(steps: Sequence[Path], workspace: Path,
     together = workspace / "together"
     together.mkdir()
     (together / "kustomization.yaml").write_text(json.dumps({
-        "resources": [f"../marked-{step.name}" for step in steps]}), encoding="utf-8")
+        "resources": [f"../marked-{position}" for position in range(len(steps))]}),
+        encoding="utf-8")
     try:
         objects = parse_manifests(render(together, allow_remote=allow_remote),
                                   source=str(together))

@@ -28,6 +28,8 @@ from .component_steps import (
     ComponentStepsError,
     component_steps,
     kustomization_with_components,
+    renders_with_its_steps,
+    steps_and_final,
 )
 from .exposure import exposure_problems
 from .images import image_warnings
@@ -64,11 +66,13 @@ def validate(
     a message for the user. Problems in the rendered objects are returned in the report, never
     raised.
 
-    When the kustomization names components, the renderings before each of them are made in
-    a thread of their own while the directory itself renders (two Kustomize processes at once),
-    and each component's changes are checked against them. Remote entries are refused before
-    either starts; when they are allowed, the renderings before each component wait for the
-    directory's own to succeed (Kustomize fetches nothing more for a job it cannot render).
+    When the kustomization names components, each component's changes are checked against
+    the renderings before it, made in the same Kustomize run as the directory's own
+    (`component_steps.steps_and_final`). Remote entries are refused before it starts. When they
+    cannot be made in one run (the run failed, or a remote entry is allowed), the renderings
+    before each component are made in a thread of their own while the directory itself renders
+    (two Kustomize processes at once); with a remote entry, they wait for the directory's own to
+    succeed (Kustomize fetches nothing more for a job it cannot render).
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
@@ -82,23 +86,39 @@ def validate(
     remote = remote_entries(directory)
     if remote and not allow_remote:
         raise RemoteResourceError(remote)
+    tried = not remote and renders_with_its_steps(kustomization)
+    together = steps_and_final(directory, kustomization) if tried else None
+    if together is not None:
+        steps_made, objects = together
+        return _with_component_problems(validate_objects(objects, directory, version, secrets),
+                                        steps_made)
     with ThreadPoolExecutor(max_workers=1) as pool:
 
         def steps_before() -> Future[ComponentSteps]:
-            return pool.submit(component_steps, directory, kustomization, allow_remote=True)
+            # A run of the steps with the directory failed: one without it would as well, or
+            # the directory's own rendering fails and the job with it.
+            return pool.submit(component_steps, directory, kustomization, allow_remote=True,
+                               one_by_one=tried)
 
         steps = None if remote else steps_before()
         # Remote entries are checked above (and allowed, when there are any).
         report = validate_rendered(render(directory, allow_remote=True), directory, version,
                                    secrets)
         try:
-            found, replaced = component_problems((steps or steps_before()).result(),
-                                                 report.objects)
+            made = (steps or steps_before()).result()
         except ComponentStepsError as failure:
             report.notes.append(
                 "what each component changes was not checked: rendering before each "
                 f"component failed: {failure}")
             return report
+    return _with_component_problems(report, made)
+
+
+def _with_component_problems(report: ValidationReport, steps: ComponentSteps
+                             ) -> ValidationReport:
+    """`report` with what each component removed or changed (`component_conflicts`), in place
+    of the problems those findings explain."""
+    found, replaced = component_problems(steps, report.objects)
     report.problems[:] = [problem for problem in report.problems if problem not in replaced]
     report.problems.extend(found)
     return report
