@@ -130,28 +130,9 @@ argocd|flux|both])" ;;
   fi
 }
 
-# Ports below the kernel's ephemeral range, free now: one the kernel picked for bind(0) is one
-# it may hand to any outgoing connection in the seconds before the server binds it.
+# Free loopback ports below the kernel's ephemeral range (tests/free_ports.py says why).
 free_ports() {
-  python3 - "$1" <<'EOF'
-import random, socket, sys
-wanted = int(sys.argv[1])
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-bound = []
-for port in random.sample(range(10000, low), min(low - 10000, 4 * wanted + 64)):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        s.close()
-        continue
-    bound.append(s)
-    if len(bound) == wanted:
-        break
-if len(bound) < wanted:
-    sys.exit("no %d free loopback ports below %d" % (wanted, low))
-print(" ".join(str(s.getsockname()[1]) for s in bound))
-EOF
+  python3 "$repository/tests/free_ports.py" "$1"
 }
 
 certificates() {

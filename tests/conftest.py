@@ -6,9 +6,7 @@ import contextlib
 import functools
 import itertools
 import os
-import random
 import shutil
-import socket
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
@@ -164,33 +162,6 @@ def kubeconform_schema_location() -> str:
     root = kubeconform_schemas.prepare(
         KUBECONFORM_CACHE, [OLDEST_KUBERNETES_VERSION, DEFAULT_KUBERNETES_VERSION])
     return kubeconform_schemas.schema_location(root)
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct loopback ports that are free right now, below the kernel's ephemeral range.
-
-    A port the kernel hands out for `bind(0)` is one it also hands out to any outgoing
-    connection once the socket closes: between picking it and the training binding it, a
-    connection of the API server or podman beside the test could take it. Below that range
-    only a program that names its port binds one."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    candidates = random.Random().sample(range(10_000, low), k=min(low - 10_000, 4 * count + 64))
-    sockets: list[socket.socket] = []
-    try:
-        for port in candidates:
-            sock = socket.socket()
-            try:
-                sock.bind(("localhost", port))
-            except OSError:
-                sock.close()
-                continue
-            sockets.append(sock)
-            if len(sockets) == count:
-                return [sock.getsockname()[1] for sock in sockets]
-        raise AssertionError(f"no {count} free loopback ports below {low}")
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 TIERS = ("slow", "end_to_end", "cluster", "gitops")

@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_ports, job_text
+from tests.conftest import job_text
+from tests.free_ports import free_ports
 from tfcompile.compiler.launcher import api_server, gate, program, protocol, records, start
 from tfcompile.compiler.objects import launcher_interface as launcher
 from tfcompile.compiler.objects.builders.launcher_config_map import launcher_data, launcher_settings

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_ports
+from tests.free_ports import free_ports
 
 
 def keras_2_installed() -> bool:
