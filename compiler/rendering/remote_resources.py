@@ -10,6 +10,7 @@ prints the entry itself (a URL may carry a token).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -116,8 +117,21 @@ def _kustomization_file(directory: Path) -> Path | None:
 
 
 def _load(path: Path) -> dict[str, Any] | None:
+    """The kustomization in `path`, read once per version of the file: the components a
+    hundred jobs name are read once, not a hundred times (`validate_many`). Read only."""
     try:
-        content = read_document(path.read_text(encoding="utf-8"))
+        status = path.stat()
+    except OSError:
+        return None
+    return _load_version(os.path.realpath(path), status.st_dev, status.st_ino, status.st_size,
+                         status.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _load_version(path: str, device: int, inode: int, size: int,
+                  modified: int) -> dict[str, Any] | None:
+    try:
+        content = read_document(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, YamlInputError):
         return None
     return content if isinstance(content, dict) else None
