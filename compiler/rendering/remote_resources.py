@@ -117,22 +117,19 @@ def _kustomization_file(directory: Path) -> Path | None:
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    """The kustomization in `path`, read once per version of the file: the components a
-    hundred jobs name are read once, not a hundred times (`validate_many`). Read only."""
     try:
-        status = path.stat()
-    except OSError:
+        return _parsed(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
         return None
-    return _load_version(os.path.realpath(path), status.st_dev, status.st_ino, status.st_size,
-                         status.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=256)
-def _load_version(path: str, device: int, inode: int, size: int,
-                  modified: int) -> dict[str, Any] | None:
+def _parsed(text: str) -> dict[str, Any] | None:
+    """A kustomization's text read once: the components a hundred jobs name are parsed once,
+    not a hundred times (`validate_many`). The result is only read."""
     try:
-        content = read_document(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, YamlInputError):
+        content = read_document(text)
+    except YamlInputError:
         return None
     return content if isinstance(content, dict) else None
 
