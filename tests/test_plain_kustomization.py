@@ -116,6 +116,15 @@ def _edit_two_documents(directory: Path) -> None:
     add_to_kustomization(directory, "- two.yaml\n")
 
 
+def _edit_two_documents_and_none(directory: Path) -> None:
+    """As many documents as files, but not one in each (the file of none listed first)."""
+    _edit_two_documents(directory)
+    (directory / "empty.yaml").write_text("# nothing\n")
+    kustomization = directory / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace("resources:\n",
+                                                               "resources:\n- empty.yaml\n"))
+
+
 def _edit_empty(directory: Path) -> None:
     (directory / "empty.yaml").write_text("# nothing\n")
     add_to_kustomization(directory, "- empty.yaml\n")
@@ -168,6 +177,7 @@ EDITS = {
     "components": _edit_components, "a field Kustomize acts on": _edit_prefix,
     "a file in a subdirectory": _edit_subdirectory, "a link": _edit_link,
     "two documents in a file": _edit_two_documents, "no document": _edit_empty,
+    "two documents in one file and none in another": _edit_two_documents_and_none,
     "a List": _edit_list, "two namespaces": _edit_namespaces,
     "a file listed twice": _edit_listed_twice, "a second kustomization file":
     _edit_second_file_name, "another kustomization version": _edit_api_version,
@@ -204,3 +214,29 @@ def test_annotations_that_are_not_strings_are_what_kustomize_makes_of_them(
     assert annotated[0]["metadata"]["annotations"] == {"mode": "0755", "empty": "null"}
     assert annotated == [item for item in kustomize_objects(directory)
                          if item["metadata"] == annotated[0]["metadata"]]
+
+
+KEPT_TRAILING_LINES = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n"
+                       "data:\n  script: |+\n    run\n\n")
+ODD_FILES = {
+    "an explicit document start": "---\n" + _service("started"),
+    "an explicit document end": _service("ended") + "...\n",
+    "no line break at the end": _service("unended").rstrip("\n"),
+    "a block scalar keeping its trailing lines": KEPT_TRAILING_LINES,
+}
+
+
+@pytest.mark.parametrize("text", ODD_FILES.values(), ids=ODD_FILES.keys())
+def test_a_file_of_one_document_in_any_form_reads_as_kustomize_reads_it(
+        tmp_path: Path, text: str) -> None:
+    """Most files are read in one pass joined by document markers; one that a join would
+    change (a marker of its own, no line break at its end; listed first, so that another
+    follows it) is read alone, and each gives what Kustomize renders."""
+    directory = plain_job(tmp_path)
+    (directory / "odd.yaml").write_text(text)
+    kustomization = directory / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text().replace("resources:\n",
+                                                               "resources:\n- odd.yaml\n"))
+    rendered = render_plain(directory)
+    assert rendered is not None
+    assert rendered == kustomize_objects(directory)

@@ -33,6 +33,7 @@ from .remote_resources import KUSTOMIZATION_FILE_NAMES
 KUSTOMIZATION_API_VERSION = "kustomize.config.k8s.io/v1beta1"
 PLAIN_FIELDS = {"apiVersion", "kind", "resources"}
 _PLAIN_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.yaml")
+_MARKER_LINE = re.compile(r"^(?:---|\.\.\.|%|\ufeff)", re.MULTILINE)
 _LARGEST_FILE_BYTES = 8 * 1024 * 1024
 """A resource file larger than this is left to Kustomize (tfcompile writes none so large)."""
 
@@ -62,17 +63,36 @@ def _render(directory: Path) -> list[KubernetesObject] | None:
     kustomization = read_document(_regular_file_text(directory / "kustomization.yaml"))
     if not _is_plain(kustomization):
         return None
+    texts = [_regular_file_text(directory / name) for name in kustomization["resources"]]
     found: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
-    for name in kustomization["resources"]:
-        text = _regular_file_text(directory / name)
-        documents = [document for document in read_manifests(text) if document is not None]
-        if len(documents) != 1 or not _is_object(documents[0]):
+    for document in _one_document_each(texts):
+        if not _is_object(document):
             return None
-        found.append((_order(documents[0]), documents[0]))
+        found.append((_order(document), document))
     if not _one_identity_each(document for _, document in found):
         return None
     found.sort(key=lambda entry: entry[0])
     return [json_object(document) for _, document in found]
+
+
+def _one_document_each(texts: list[str]) -> list[Any]:
+    """The one document of each text, in order; ValueError when a text holds none or several.
+
+    Files that cannot hold a second document (no line starts with a document marker, a
+    directive or a byte order mark) and end in a line break are read in one pass, joined by
+    document markers: starting a loader costs more than reading most of these small files.
+    """
+    if all(text.endswith("\n") and not _MARKER_LINE.search(text) for text in texts):
+        documents = read_manifests("---\n".join(texts))
+        if len(documents) == len(texts) and all(item is not None for item in documents):
+            return documents
+    each = []
+    for text in texts:
+        documents = [document for document in read_manifests(text) if document is not None]
+        if len(documents) != 1:
+            raise ValueError("not one document")
+        each.append(documents[0])
+    return each
 
 
 def _regular_file_text(path: Path) -> str:
