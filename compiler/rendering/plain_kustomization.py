@@ -25,10 +25,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from tfcompile.compiler.yaml_input import YamlInputError, read_document, read_manifests
+from tfcompile.compiler.yaml_input import YamlInputError, read_manifests
 
 from .manifests import KubernetesObject, json_object
-from .remote_resources import KUSTOMIZATION_FILE_NAMES
+from .remote_resources import KUSTOMIZATION_FILE_NAMES, read_kustomization
 
 KUSTOMIZATION_API_VERSION = "kustomize.config.k8s.io/v1beta1"
 PLAIN_FIELDS = {"apiVersion", "kind", "resources"}
@@ -60,8 +60,8 @@ def _render(directory: Path) -> list[KubernetesObject] | None:
     present = [name for name in KUSTOMIZATION_FILE_NAMES if os.path.lexists(directory / name)]
     if present != ["kustomization.yaml"]:
         return None
-    kustomization = read_document(_regular_file_text(directory / "kustomization.yaml"))
-    if not _is_plain(kustomization):
+    kustomization = read_kustomization(_regular_file_text(directory / "kustomization.yaml"))
+    if kustomization is None or not _is_plain(kustomization):
         return None
     texts = [_regular_file_text(directory / name) for name in kustomization["resources"]]
     found: list[tuple[tuple[Any, ...], dict[str, Any]]] = []

@@ -118,15 +118,28 @@ def _kustomization_file(directory: Path) -> Path | None:
 
 def _load(path: Path) -> dict[str, Any] | None:
     try:
-        return _parsed(path.read_text(encoding="utf-8"))
+        return read_kustomization(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
 
 
+def read_kustomization(text: str) -> dict[str, Any] | None:
+    """A kustomization's text as data, None when it is not a mapping of YAML; each text up to
+    64 KiB read once (the components a hundred jobs name are parsed once, not a hundred times,
+    and a job's own kustomization once for all that look at it). Callers only read the
+    result."""
+    return _read_kept(text) if len(text) <= _KEPT_TEXT_CHARACTERS else _read(text)
+
+
+_KEPT_TEXT_CHARACTERS = 64 * 1024
+
+
 @functools.lru_cache(maxsize=256)
-def _parsed(text: str) -> dict[str, Any] | None:
-    """A kustomization's text read once: the components a hundred jobs name are parsed once,
-    not a hundred times (`validate_many`). The result is only read."""
+def _read_kept(text: str) -> dict[str, Any] | None:
+    return _read(text)
+
+
+def _read(text: str) -> dict[str, Any] | None:
     try:
         content = read_document(text)
     except YamlInputError:

@@ -40,8 +40,10 @@ from tfcompile.compiler.output.generated_mark import GENERATED_MARK
 from tfcompile.compiler.rendering.kustomize import RenderingError, render
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, parse_manifests
 from tfcompile.compiler.rendering.plain_kustomization import render_plain
-from tfcompile.compiler.rendering.remote_resources import KUSTOMIZATION_FILE_NAMES
-from tfcompile.compiler.yaml_input import YamlInputError, read_document
+from tfcompile.compiler.rendering.remote_resources import (
+    KUSTOMIZATION_FILE_NAMES,
+    read_kustomization,
+)
 
 # Entries that may name a kustomization directory outside the directory (kept pointing at it
 # from the copy); files must lie inside it, and are copied with it.
@@ -87,8 +89,8 @@ def kustomization_with_components(directory: Path) -> Kustomization | None:
                 text = path.read_text(encoding="utf-8")
                 if "components" not in text:
                     return None  # the common case, without parsing
-                document = read_document(text)  # written by people
-            except (OSError, YamlInputError, UnicodeDecodeError):
+                document = read_kustomization(text)  # written by people
+            except (OSError, UnicodeDecodeError):
                 return None
             if not isinstance(document, dict):
                 return None
