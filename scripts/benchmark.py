@@ -316,7 +316,7 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
                  if kustomize else None),
             Case(f"validate: {FLEET_SIZE} jobs vs kustomize each + kubeconform all",
                  lambda number: [[*tfcompile, "validate", "-o", "fleet-output"]],
-                 kubeconform_peer("fleet-output"), "≤ 0.5x peer"),
+                 kubeconform_peer("fleet-output"), "≤ 0.3x peer"),
             Case(f"validate: {FLEET_SIZE} jobs with components gpu, azure",
                  lambda number: [[*tfcompile, "validate", "-o", "components-output"]],
                  (lambda: [[*kustomize, f"components-output/{name}"] for name in fleet])
