@@ -69,10 +69,11 @@ def validate(
     When the kustomization names components, each component's changes are checked against
     the renderings before it, made in the same Kustomize run as the directory's own
     (`component_steps.steps_and_final`). Remote entries are refused before it starts. When they
-    cannot be made in one run (the run failed, or a remote entry is allowed), the renderings
-    before each component are made in a thread of their own while the directory itself renders
-    (two Kustomize processes at once); with a remote entry, they wait for the directory's own to
-    succeed (Kustomize fetches nothing more for a job it cannot render).
+    cannot be made in one run (the kustomization sets what Kustomize reads only where a run
+    starts, the run failed, or a remote entry is allowed), the renderings before each component
+    are made in a thread of their own while the directory itself renders (two Kustomize
+    processes at once); with a remote entry, they wait for the directory's own to succeed
+    (Kustomize fetches nothing more for a job it cannot render).
     """
     version = normalize_version(kubernetes_version)
     schema_directory(version)
