@@ -47,20 +47,26 @@ _FIRST = (
 _LAST = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
-def render_plain(directory: Path) -> list[KubernetesObject] | None:
+def render_plain(directory: Path, *, before_components: bool = False
+                 ) -> list[KubernetesObject] | None:
     """The objects Kustomize would render from `directory`, in its order, or None when the
-    directory is not provably a plain list of files."""
+    directory is not provably a plain list of files. `before_components`: what it renders
+    before the components its kustomization names, if it names any (the rendering the first
+    component starts from)."""
     try:
-        return _render(directory)
+        return _render(directory, before_components)
     except (OSError, UnicodeDecodeError, YamlInputError, ValueError):
         return None
 
 
-def _render(directory: Path) -> list[KubernetesObject] | None:
+def _render(directory: Path, before_components: bool) -> list[KubernetesObject] | None:
     present = [name for name in KUSTOMIZATION_FILE_NAMES if os.path.lexists(directory / name)]
     if present != ["kustomization.yaml"]:
         return None
     kustomization = read_kustomization(_regular_file_text(directory / "kustomization.yaml"))
+    if before_components and isinstance(kustomization, dict):
+        kustomization = {key: value for key, value in kustomization.items()
+                         if key != "components"}
     if kustomization is None or not _is_plain(kustomization):
         return None
     texts = [_regular_file_text(directory / name) for name in kustomization["resources"]]

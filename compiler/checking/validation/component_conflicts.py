@@ -125,15 +125,22 @@ def _affinity_terms(affinity: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[
             yield f"preferred {what} term", term
 
 
+def _by_key(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
+    """A map's entries by key: Kustomize writes some maps in another order than the files it
+    read, and a step it rendered must give the same findings, in the same order, as a step
+    told from the final rendering (`component_reach`)."""
+    return sorted(mapping.items(), key=lambda entry: str(entry[0]))
+
+
 def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     """Every setting of an object a component could remove or change, with its value."""
     facts: dict[Fact, Any] = {}
     metadata = _map(kubernetes_object, "metadata")
     if metadata.get("namespace"):
         facts[("namespace",)] = metadata["namespace"]
-    for key, value in _map(metadata, "labels").items():
+    for key, value in _by_key(_map(metadata, "labels")):
         facts[("label", key)] = _digest(value)
-    for key, value in _map(metadata, "annotations").items():
+    for key, value in _by_key(_map(metadata, "annotations")):
         if not key.startswith(_KUSTOMIZE_ANNOTATIONS):
             facts[("annotation", key)] = _digest(value)
     if kubernetes_object.get("kind") == "PersistentVolumeClaim":
@@ -144,17 +151,17 @@ def facts_of(kubernetes_object: Mapping[str, Any]) -> dict[Fact, Any]:
     if spec is None:
         return facts
     template_metadata = _map(_map(kubernetes_object, "spec").get("template"), "metadata")
-    for key, value in _map(template_metadata, "labels").items():
+    for key, value in _by_key(_map(template_metadata, "labels")):
         facts[("pod label", key)] = _digest(value)
-    for key, value in _map(template_metadata, "annotations").items():
+    for key, value in _by_key(_map(template_metadata, "annotations")):
         facts[("pod annotation", key)] = _digest(value)
-    for key, value in spec.items():
+    for key, value in _by_key(spec):
         if not isinstance(value, dict | list):
             facts[("pod field", key)] = value
     policy = restart_policy(kubernetes_object)
     if policy is not None:
         facts[("pod field", "restartPolicy")] = policy
-    for key, value in _map(spec, "nodeSelector").items():
+    for key, value in _by_key(_map(spec, "nodeSelector")):
         facts[("node selector", key)] = _digest(value)
     for toleration in _items(spec, "tolerations"):
         facts[("toleration", _toleration(toleration))] = None

@@ -177,9 +177,13 @@ def _renderings(directory: Path, kustomization: Kustomization, *, allow_remote: 
             raise ComponentStepsError(str(failure).replace(str(workspace), "<copy>")) from None
         except OSError as failure:
             raise ComponentStepsError(f"cannot copy {directory}: {failure.strerror}") from None
-    base = (COMPILED_OUTPUT if kustomization.generated
+    return ComponentSteps(components, tuple(renderings), base_name(kustomization)), final
+
+
+def base_name(kustomization: Kustomization) -> str:
+    """How messages name the rendering before any component."""
+    return (COMPILED_OUTPUT if kustomization.generated
             else f"the resources of {kustomization.path.name} (before any component)")
-    return ComponentSteps(components, tuple(renderings), base), final
 
 
 def _relocated(entry: str, directory: Path, copy: Path) -> str:

@@ -23,9 +23,12 @@ from tfcompile.compiler.rendering.remote_resources import remote_entries
 from tfcompile.compiler.rendering.stateful_set_pods import pods_of
 
 from .component_conflicts import component_problems
+from .component_reach import kinds_each_changes, steps_from_final
 from .component_steps import (
     ComponentSteps,
     ComponentStepsError,
+    Kustomization,
+    base_name,
     component_steps,
     kustomization_with_components,
     renders_with_its_steps,
@@ -87,6 +90,10 @@ def validate(
     remote = remote_entries(directory)
     if remote and not allow_remote:
         raise RemoteResourceError(remote)
+    if not remote:
+        told = _with_steps_told(directory, kustomization, version, secrets)
+        if told is not None:
+            return told
     tried = not remote and renders_with_its_steps(kustomization)
     together = steps_and_final(directory, kustomization) if tried else None
     if together is not None:
@@ -113,6 +120,24 @@ def validate(
                 f"component failed: {failure}")
             return report
     return _with_component_problems(report, made)
+
+
+def _with_steps_told(directory: Path, kustomization: Kustomization, version: str,
+                     secrets: Mapping[tuple[str, str], str] | None) -> ValidationReport | None:
+    """The report of a job whose components cannot meet (`component_reach`): the renderings
+    before each component are told from its own, the one Kustomize run; None for other jobs."""
+    kinds = kinds_each_changes(directory, kustomization.components)
+    if kinds is None:
+        return None
+    before_first = render_plain(directory, before_components=True)
+    if before_first is None:
+        return None
+    objects = parse_manifests(render(directory), source=str(directory))
+    steps = ComponentSteps(kustomization.components,
+                           tuple(steps_from_final(before_first, objects, kinds)),
+                           base_name(kustomization))
+    return _with_component_problems(validate_objects(objects, directory, version, secrets),
+                                    steps)
 
 
 def _with_component_problems(report: ValidationReport, steps: ComponentSteps
