@@ -17,9 +17,12 @@ record can help. Python's bytecode
 cache is written and used, as in an installed tfcompile (`PYTHONDONTWRITEBYTECODE` is removed from
 the environment, and every command runs once before it is measured). After the table, the peak
 memory of fresh builds of 1, 100 and 400 jobs shows how memory grows with the number of jobs.
-Prints numbers, asserts nothing. Run:
+With `tfcompile-kustomize` on PATH (Kustomize's library in one process,
+`compiler/rendering/render_server.py`), tfcompile renders with it and the peer with the
+kustomize command; the first line says which. Prints numbers, asserts nothing. Run:
 `.venv/bin/python scripts/benchmark.py [--rounds N] [--only TEXT]` (`--only "vs kustomize"`:
-the two `validate` rows beside Kustomize and kubeconform).
+the two `validate` rows beside Kustomize and kubeconform); with the server,
+`PATH=$(dirname $(bash scripts/control-plane.sh kustomize-server-binary)):$PATH` before it.
 """
 
 from __future__ import annotations
@@ -240,6 +243,10 @@ def main_benchmark(arguments: Sequence[str] | None = None) -> None:
     tfcompile = tfcompile_command()
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     print(f"before: {load()}")
+    server = shutil.which("tfcompile-kustomize")
+    print("tfcompile renders with "
+          + (f"tfcompile-kustomize ({server}), the peer with the kustomize command"
+             if server else "the same kustomize command as the peer"))
     with tempfile.TemporaryDirectory(prefix="tfcompile-benchmark-") as temporary:
         root = Path(temporary)
         os.environ["TFCOMPILE_CACHE_DIR"] = str(root / "records")

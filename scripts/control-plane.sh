@@ -389,6 +389,7 @@ case ${1:-} in
   build) shift; build "$@" ;;
   # Where `build --gitops argocd|both` puts the kustomize Argo CD's repo-server runs.
   kustomize-binary) gitops_binary kustomize kustomize ;;
+  kustomize-server-binary) gitops_binary kustomize tfcompile-kustomize ;;
   *) echo "usage: $0 up [--node] [--gitops argocd|flux|both] | down | build [--gitops \
-argocd|flux|both] | kustomize-binary" >&2; exit 2 ;;
+argocd|flux|both] | kustomize-binary | kustomize-server-binary" >&2; exit 2 ;;
 esac

@@ -60,7 +60,8 @@ time only; about 11 minutes of CPU, 2.5 GB of memory)" \
       kustomize)
         GO_MODULE_ANNOUNCE="building kustomize $(gitops_tool_release kustomize) from source" \
           go_module_build "$gitops_modules/kustomize" "$(gitops_tool_directory kustomize)" \
-          kustomize=sigs.k8s.io/kustomize/kustomize/v5 ;;
+          kustomize=sigs.k8s.io/kustomize/kustomize/v5 \
+          tfcompile-kustomize=tfcompile.dev/kustomize/render ;;
     esac
   done
 }

@@ -166,7 +166,7 @@ def kubeconform_schema_location() -> str:
 
 TIERS = ("slow", "end_to_end", "cluster", "gitops")
 """Markers of the tiers beyond the fast one; a test without any of them is in the fast tier."""
-FAST_TIER_PROGRAMS = frozenset({"kubectl", "kustomize"})
+FAST_TIER_PROGRAMS = frozenset({"kubectl", "kustomize", "tfcompile-kustomize"})
 """The only programs a fast test may run: rendering is kustomize's, and tfcompile shells out."""
 
 

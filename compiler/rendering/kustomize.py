@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..printable import printable
 from .remote_resources import KUSTOMIZATION_FILE_NAMES, RemoteEntry, remote_entries
+from .render_server import find_server, render_with_server
 
 RENDER_TIMEOUT_SECONDS = 120
 
@@ -42,9 +43,11 @@ class RemoteResourceError(RenderError):
 
 @dataclass(frozen=True)
 class Renderer:
-    """A Kustomize command line: `kustomize build` or `kubectl kustomize`."""
+    """A Kustomize command line: `kustomize build` or `kubectl kustomize`; or, `server`,
+    `tfcompile-kustomize`, which takes directories on its input (`render_server`)."""
 
     command: tuple[str, ...]
+    server: bool = False
 
     @property
     def description(self) -> str:
@@ -52,6 +55,15 @@ class Renderer:
 
 
 def find_renderer() -> Renderer:
+    """`tfcompile-kustomize` if it is on PATH, else the standalone `kustomize`, else
+    `kubectl kustomize`."""
+    server = find_server()
+    if server is not None:
+        return Renderer(command=(server,), server=True)
+    return find_command_renderer()
+
+
+def find_command_renderer() -> Renderer:
     """The standalone `kustomize` on PATH if there is one, else `kubectl kustomize`."""
     kustomize = shutil.which("kustomize")
     if kustomize is not None:
@@ -86,6 +98,15 @@ def render(
         if remote:
             raise RemoteResourceError(remote)
     chosen = renderer if renderer is not None else find_renderer()
+    if chosen.server:
+        answer = render_with_server(chosen.command[0], directory, RENDER_TIMEOUT_SECONDS)
+        if answer is None:  # the server stopped: this process renders with the command
+            chosen = find_command_renderer()
+        elif answer.ok:
+            return answer.text
+        else:
+            message = kustomize_message("Error: " + answer.text) or "failed"
+            raise RenderError(f"{directory}: `{chosen.description}` failed: {message}")
     try:
         completed = subprocess.run(
             [*chosen.command, str(directory)],

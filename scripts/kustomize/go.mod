@@ -1,6 +1,7 @@
 // The kustomize binary Argo CD's repo-server runs, at the release Argo CD v3.6.1 ships
 // (KUSTOMIZE_VERSION in its hack/tool-versions.sh), built from source for tfcompile's GitOps
-// tests. Only this file and go.sum are ours.
+// tests; and tfcompile-kustomize (render/), the same Kustomize as a library in one process,
+// which `tfcompile validate` uses when it is on PATH.
 module tfcompile.dev/kustomize
 
 go 1.27.0
