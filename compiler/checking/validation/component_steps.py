@@ -13,7 +13,9 @@ object carries no marker (a kind Kustomize does not prefix), the renderings are 
 one. The rendering before the first component, when its kustomization only lists files beside
 it (as `build` writes it), is read without Kustomize (`rendering.plain_kustomization`).
 
-`validate` needs the directory's own rendering as well, and most of a job's time is Kustomize's:
+Components that cannot meet need none of this: `component_reach.py` tells their steps from the
+directory's own rendering. For the others, `validate` needs the directory's own rendering as
+well, and most of a job's time is Kustomize's:
 `steps_and_final` makes it in the same run as the steps (the directory itself under one more
 marker), so a job with components costs one Kustomize run however many it names. A marker
 changes nothing else Kustomize renders: generated names keep their hashes, and objects of one

@@ -70,7 +70,8 @@ def validate(
     raised.
 
     When the kustomization names components, each component's changes are checked against
-    the renderings before it, made in the same Kustomize run as the directory's own
+    the renderings before it: told from the directory's own rendering when no two components
+    can meet (`component_reach`), else made in the same Kustomize run as the directory's own
     (`component_steps.steps_and_final`). Remote entries are refused before it starts. When they
     cannot be made in one run (the kustomization sets what Kustomize reads only where a run
     starts, the run failed, or a remote entry is allowed), the renderings before each component
