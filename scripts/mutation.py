@@ -51,7 +51,7 @@ SWEEP_TESTS = ("tests/test_sweep.py",)
 NAME_TESTS = ("tests/test_names_and_topology.py", "tests/test_compiled_objects.py",
               "tests/test_golden.py")
 DIFF_TESTS = ("tests/test_diff.py", "tests/test_replicas_diff.py")
-COMPONENT_TESTS = ("tests/test_component_conflicts.py",)
+COMPONENT_TESTS = ("tests/test_component_conflicts.py", "tests/test_component_reach.py")
 LIFECYCLE_TESTS = ("tests/test_lifecycle_fields.py", "tests/test_spec_errors.py", "-k",
                    "deadline or lifecycle or failure")
 LIMIT_TESTS = ("tests/test_hostile_yaml.py", "tests/test_worst_shapes.py", "-k",
@@ -273,6 +273,19 @@ MUTANTS = (
     Mutant("origin-component", "compiler/checking/validation/component_conflicts.py",
            "origin = (steps.base if first == 0", "origin = (steps.base if first <= 1",
            "off by one: what the first component added is blamed on the job", COMPONENT_TESTS),
+    Mutant("reach-overlap", "compiler/checking/validation/component_reach.py",
+           "if changed is None or changed & seen:", "if changed is None:",
+           "dropped check: two components patching one kind have their steps told",
+           COMPONENT_TESTS),
+    Mutant("reach-ahead", "compiler/checking/validation/component_reach.py",
+           "ahead |= changed", "ahead = set(changed)",
+           "wrong update: a step told forgets the components before the last",
+           COMPONENT_TESTS),
+    Mutant("reach-identity", "compiler/checking/validation/component_reach.py",
+           'segments[1] in {"name", "namespace", "generateName"})',
+           'segments[1] in {"name", "generateName"})',
+           "dropped case: a JSON patch moving an object's namespace has its steps told",
+           COMPONENT_TESTS),
 )
 
 

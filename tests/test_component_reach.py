@@ -54,10 +54,16 @@ def built(tmp_path: Path, run_cli: Callable[..., Result], overlays: str,
     return output / "reach"
 
 
-@pytest.mark.parametrize("overlays", ["gpu, azure", "azure, gpu", "azure-smb", "gpu"])
+RELABEL = ("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\npatches:\n"
+           "- target: {kind: ConfigMap}\n  patch: |-\n"
+           "    - {op: add, path: /metadata/labels/team, value: a}\n")
+
+
+@pytest.mark.parametrize("overlays", ["gpu, azure", "azure, gpu", "azure-smb", "gpu",
+                                      "gpu, relabel, azure"])
 def test_told_steps_equal_the_steps_kustomize_renders(
         tmp_path: Path, run_cli: Callable[..., Result], overlays: str) -> None:
-    directory = built(tmp_path, run_cli, overlays)
+    directory = built(tmp_path, run_cli, overlays, {"relabel": RELABEL})
     kustomization = kustomization_with_components(directory)
     assert kustomization is not None
     kinds = kinds_each_changes(directory, kustomization.components)
