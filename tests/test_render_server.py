@@ -5,8 +5,9 @@ from the same module as the kustomize binary) is compared byte for byte with tha
 server answering every directory in turn: the committed examples, jobs with components, a
 kustomization with its own OpenAPI schema followed by jobs that need the built-in one (the
 library keeps its schema between renderings), `sortOptions`, a failure, and a directory named
-from another working directory. `validate` gives the same reports with it and without it, and a
-server that stops leaves the rendering to the kustomize command."""
+from another working directory. `validate` gives the same reports with it and without it (a
+server for each worker process, not each job), and a server that stops leaves the rendering to
+the kustomize command."""
 
 from __future__ import annotations
 
@@ -204,6 +205,14 @@ def test_validate_reports_the_same_with_the_server(
             outcome.report.objects))) for outcome in validate_many(asked, workers=2)]
 
     without = reports()
-    monkeypatch.setenv("PATH", f"{server.parent}{os.pathsep}{os.environ['PATH']}")
-    assert render_server.find_server() is not None
+    # The server through a stand-in that notes each start: one per worker, not one per job.
+    stand_in = tmp_path / "bin"
+    stand_in.mkdir()
+    starts = tmp_path / "starts.log"
+    (stand_in / "tfcompile-kustomize").write_text(
+        f'#!/bin/sh\necho start >> "{starts}"\nexec "{server}" "$@"\n')
+    (stand_in / "tfcompile-kustomize").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in}{os.pathsep}{os.environ['PATH']}")
+    assert render_server.find_server() == str(stand_in / "tfcompile-kustomize")
     assert reports() == without
+    assert 1 <= len(starts.read_text().splitlines()) <= 2 < len(asked)
