@@ -3,9 +3,11 @@
 A job's validation is a Kustomize run and then Python reading and checking what it rendered;
 one job after another leaves a core idle while Kustomize starts and the other while Python
 parses. Jobs are independent (each job's report depends on its directory alone), so they are
-validated by a pool of worker processes, more workers than cores so that one worker's Python
-runs while another waits for Kustomize, and the reports come back in the order of the
-directories, the same reports and messages as one `validate` after another. Failures come
+validated by a pool of worker processes, one a core (a worker and the Kustomize it waits for
+take turns on one core: two a core measured slower, 100 jobs with the gpu and azure components
+in 3.5 s against 3.2 s, and 1.40 s against 1.23 s without components), and the reports come
+back in the order of the directories, the same reports and messages as one `validate` after
+another. Failures come
 back as their messages (an exception with its own constructor arguments does not survive being
 sent between processes).
 """
@@ -29,8 +31,8 @@ from tfcompile.compiler.rendering.kustomize import RenderingError
 from .report import ValidationReport
 from .validator import validate
 
-# Workers per core: while one waits for its Kustomize process, another runs Python.
-_WORKERS_PER_CORE = 2
+# Workers per core: a worker's Kustomize runs while the worker waits for it.
+_WORKERS_PER_CORE = 1
 
 
 @dataclass(frozen=True)

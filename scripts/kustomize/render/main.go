@@ -115,6 +115,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: tfcompile-kustomize (requests on standard input) | tfcompile-kustomize version")
 		os.Exit(2)
 	}
+	// Kustomize allocates much and keeps little between renderings: with the collector's
+	// default (100) a job with the gpu and azure components took 0.032 s of processor time,
+	// with 400 0.023 s, at a peak of 38 and 53 MB.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	if err := serve(os.Stdin, bufio.NewWriter(os.Stdout)); err != nil {
 		fmt.Fprintln(os.Stderr, "tfcompile-kustomize:", err)
 		os.Exit(1)
