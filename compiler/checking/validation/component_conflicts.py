@@ -239,7 +239,16 @@ def _keyed(rendering: Sequence[KubernetesObject]) -> dict[_Key, KubernetesObject
 def _changes(steps: ComponentSteps, final_rendering: Sequence[KubernetesObject]) -> Iterator[
         _Change]:
     keyed = [_keyed(rendering) for rendering in (*steps.before, final_rendering)]
-    facts = [{key: facts_of(item) for key, item in objects.items()} for objects in keyed]
+    # Steps told from the final rendering share its objects: each object's facts once.
+    known: dict[int, dict[Fact, Any]] = {}
+
+    def facts_once(item: KubernetesObject) -> dict[Fact, Any]:
+        found = known.get(id(item))
+        if found is None:
+            found = known[id(item)] = facts_of(item)
+        return found
+
+    facts = [{key: facts_once(item) for key, item in objects.items()} for objects in keyed]
     final = facts[-1]
     for index, component in enumerate(steps.components):
         before, after = facts[index], facts[index + 1]

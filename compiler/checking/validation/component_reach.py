@@ -20,6 +20,7 @@ operations, a component that cannot be read) answers None, and the steps are ren
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -90,7 +91,18 @@ def _identity(item: KubernetesObject) -> Identity:
 
 
 def _kinds_patched(directory: Path, entry: str) -> frozenset[str] | None:
-    document = _component(directory / entry)
+    text = _component_text(directory / entry)
+    return None if text is None else _kinds_in(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _kinds_in(text: str) -> frozenset[str] | None:
+    """The kinds a component's kustomization text patches (`_kinds_patched`); each text read
+    once, however many jobs name the component."""
+    try:
+        document = read_kustomization(text)
+    except (YamlInputError, ValueError):
+        return None
     if (document is None or not set(document) <= _COMPONENT_FIELDS
             or document.get("apiVersion") != COMPONENT_API_VERSION
             or document.get("kind") != "Component"):
@@ -154,8 +166,8 @@ def _names_identity(pointer: str) -> bool:
         len(segments) == 1 or segments[1] in {"name", "namespace", "generateName"})
 
 
-def _component(directory: Path) -> dict[str, Any] | None:
-    """The kustomization of a component directory, when it is exactly one plain file."""
+def _component_text(directory: Path) -> str | None:
+    """The kustomization text of a component directory, when it is exactly one plain file."""
     present = [name for name in KUSTOMIZATION_FILE_NAMES if os.path.lexists(directory / name)]
     if len(present) != 1:
         return None
@@ -167,6 +179,6 @@ def _component(directory: Path) -> dict[str, Any] | None:
             data = handle.read(_LARGEST_COMPONENT_BYTES + 1)
         if len(data) > _LARGEST_COMPONENT_BYTES:
             return None
-        return read_kustomization(data.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, YamlInputError, ValueError):
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
         return None

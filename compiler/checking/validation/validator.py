@@ -133,7 +133,8 @@ def _with_steps_told(directory: Path, kustomization: Kustomization, version: str
     before_first = render_plain(directory, before_components=True)
     if before_first is None:
         return None
-    objects = parse_manifests(render(directory), source=str(directory))
+    # The caller found no remote entry: the check is not made twice.
+    objects = parse_manifests(render(directory, allow_remote=True), source=str(directory))
     steps = ComponentSteps(kustomization.components,
                            tuple(steps_from_final(before_first, objects, kinds)),
                            base_name(kustomization))
