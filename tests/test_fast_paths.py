@@ -36,7 +36,7 @@ from ruamel.yaml.scalarstring import (
     SingleQuotedScalarString,
 )
 
-from tests.conftest import EXAMPLES, OVERLAYS, Result, job_text
+from tests.conftest import EXAMPLES, OUTPUT, OVERLAYS, Result, job_text
 from tfcompile.compiler import yaml_output
 from tfcompile.compiler.checking.validation.validator import validate_rendered
 from tfcompile.compiler.objects.compile import build_objects, file_name, kustomization
@@ -101,6 +101,16 @@ def test_build_loads_nothing_of_validate_render_or_run_local(tmp_path: Path, che
         if any(module == name or module.startswith(name + ".") for name in NOT_LOADED_BY_BUILD)
     )
     assert loaded == []
+
+
+@pytest.mark.slow
+def test_validate_without_a_cluster_loads_no_spec_models(tmp_path: Path) -> None:
+    """`validate` reads rendered objects, not specs: pydantic and the spec's models (0.13 s of
+    a start) load only with `--server`, whose launcher policy check builds objects."""
+    status, modules = _imported_modules(["validate", str(OUTPUT / "mnist")], tmp_path)
+    assert status == 0
+    assert "tfcompile.compiler.checking.validation.validator" in modules
+    assert not {"pydantic", "tfcompile.spec.models"} & modules
 
 
 ONLY_FOR_ERRORS_OR_CHECK = ("difflib", "traceback", "tfcompile.spec.messages",

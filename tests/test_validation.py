@@ -654,3 +654,12 @@ def test_an_operator_label_in_a_rendered_selector_is_an_error(mnist: Path) -> No
         "training.kubeflow.org/job-name, a label only Kubeflow's training operator puts on "
         "TFJob pods; tfcompile's pods do not carry it, so this selects none of the job's pods: "
         "use tfcompile.dev/job")
+
+
+def test_the_parameter_server_role_validate_names_is_the_specs() -> None:
+    from tfcompile.compiler.checking.validation.parameter_server_gpus import (
+        PARAMETER_SERVER_ROLE,
+    )
+    from tfcompile.spec.models import RoleName
+
+    assert RoleName.PS.value == PARAMETER_SERVER_ROLE

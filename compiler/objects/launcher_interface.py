@@ -20,7 +20,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfcompile.compiler.launcher.protocol import (
     FAILED,
@@ -44,8 +44,10 @@ from tfcompile.compiler.launcher.protocol import (
     SUCCEEDED,
     TRAINING,
 )
-from tfcompile.spec.models import Launcher, TrainingJob
 from tfcompile.spec.mount_paths import RESERVED_MOUNT_PATH
+
+if TYPE_CHECKING:  # `validate` reads this module's names without the spec's models (0.13 s)
+    from tfcompile.spec.models import TrainingJob
 
 __all__ = [
     "FAILED", "FAILED_REVISION_KEY", "FAILED_TASK_KEY", "FIELD_MANAGER", "PROGRESS_CHARACTERS",
@@ -115,6 +117,8 @@ def runs_launcher(job: TrainingJob) -> bool:
     """Whether the job's TensorFlow containers run the launcher (`launcher: python`, the
     default); with `launcher: none` they run the training command itself, and the job has no
     launcher ConfigMap, account or rights, and no revision gate."""
+    from tfcompile.spec.models import Launcher  # loaded already: `job` is one of its models
+
     return job.spec.launcher is Launcher.PYTHON
 
 

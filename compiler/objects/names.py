@@ -10,15 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from tfcompile.spec.models import RoleName, TrainingJob
 from tfcompile.spec.problems import Problem
+
+if TYPE_CHECKING:  # `validate` reads this module's limits without the spec's models (0.13 s)
+    from tfcompile.spec.models import RoleName, TrainingJob
 
 DNS_LABEL_MAXIMUM = 63
 """Pod names (hostnames) and Service names are DNS labels."""
 
 STATEFULSET_NAME_MAXIMUM = 52
 """Pods carry `controller-revision-hash: <statefulset>-<10 characters>`, a label value (≤ 63)."""
+
+ENVIRONMENT_STRING_MAXIMUM = 131072
+"""The kernel's MAX_ARG_STRLEN: one `NAME=value` string of a container, with its NUL, must fit
+(`topology` holds `TF_CONFIG` to it, `validate` every variable)."""
 
 
 def object_name(job: str, *parts: str) -> str:

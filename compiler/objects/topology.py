@@ -16,13 +16,11 @@ from tfcompile.spec.models import Compatibility, RoleName, TrainingJob
 from tfcompile.spec.problems import Problem
 
 from .labels import POD_INDEX_LABEL
-from .names import pod_host
+from .names import ENVIRONMENT_STRING_MAXIMUM, pod_host
 
 INDEX_VARIABLE = "TASK_INDEX"
 INDEX_PLACEHOLDER = "__TFCOMPILE_TASK_INDEX__"
 
-ENVIRONMENT_STRING_MAXIMUM = 131072
-"""The kernel's MAX_ARG_STRLEN: one `NAME=value` string, with its NUL, must fit."""
 
 
 def cluster(job: TrainingJob) -> dict[str, list[str]]:

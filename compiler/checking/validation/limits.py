@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from tfcompile.compiler.objects.names import DNS_LABEL_MAXIMUM, STATEFULSET_NAME_MAXIMUM
-from tfcompile.compiler.objects.topology import ENVIRONMENT_STRING_MAXIMUM
+from tfcompile.compiler.objects.names import (
+    DNS_LABEL_MAXIMUM,
+    ENVIRONMENT_STRING_MAXIMUM,
+    STATEFULSET_NAME_MAXIMUM,
+)
 from tfcompile.compiler.rendering.manifests import (
     KubernetesObject,
     name_of,

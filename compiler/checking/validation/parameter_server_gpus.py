@@ -14,9 +14,12 @@ from collections.abc import Sequence
 
 from tfcompile.compiler.objects.labels import ROLE_LABEL
 from tfcompile.compiler.rendering.manifests import KubernetesObject, object_reference
-from tfcompile.spec.models import RoleName
 
 from .report import quoted
+
+PARAMETER_SERVER_ROLE = "ps"
+"""`RoleName.PS` of the spec, written out: `validate` does not import the spec's models (0.13 s
+of its start); tests/test_validation.py holds the two equal."""
 
 
 def _gpu_resource(name: str) -> bool:
@@ -32,7 +35,7 @@ def parameter_server_gpu_warnings(objects: Sequence[KubernetesObject]) -> list[s
             continue
         template = (item.get("spec") or {}).get("template") or {}
         labels = (template.get("metadata") or {}).get("labels") or {}
-        if labels.get(ROLE_LABEL) != RoleName.PS.value:
+        if labels.get(ROLE_LABEL) != PARAMETER_SERVER_ROLE:
             continue
         for container in (template.get("spec") or {}).get("containers") or []:
             resources = container.get("resources") or {}
