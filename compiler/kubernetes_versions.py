@@ -89,9 +89,17 @@ def _unknown(kubernetes_version: str) -> str:
 
 
 def _schema_directories() -> list[tuple[str, Traversable]]:
+    import importlib.util
     from importlib import resources
+    from pathlib import Path
 
-    root = resources.files("kubernetes_validate").joinpath("kubernetes-json-schema")
+    # Found without importing the package (its utilities load PyYAML, 10 ms of every
+    # `validate`): only its schema files are read.
+    found_package = importlib.util.find_spec("kubernetes_validate")
+    locations = found_package.submodule_search_locations if found_package else None
+    root: Traversable = (Path(locations[0]) if locations
+                         else resources.files("kubernetes_validate")).joinpath(
+                             "kubernetes-json-schema")
     found: list[tuple[str, Traversable]] = []
     for entry in root.iterdir():
         match = _SCHEMA_DIRECTORY.fullmatch(entry.name)
