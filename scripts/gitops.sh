@@ -206,8 +206,11 @@ CONF
   # kustomize Argo CD ships; both must be on its PATH.
   install -m 755 "$source/hack/git-verify-wrapper.sh" "$run_directory/bin/git-verify-wrapper.sh"
   ln -sf "$(gitops_binary kustomize kustomize)" "$run_directory/bin/kustomize"
+  # The repo-server's git credential socket defaults to /tmp/reposerver-ask-pass.sock, shared
+  # by every run on the machine and left behind: it lives in the run directory instead.
   local argo_environment=(env "KUBECONFIG=$run_directory/admin.kubeconfig"
     "PATH=$run_directory/bin:$PATH" "TMPDIR=$run_directory/argocd/tmp"
+    "ARGOCD_ASK_PASS_SOCK=$run_directory/argocd/ask-pass.sock"
     ARGOCD_FAKE_IN_CLUSTER=true ARGOCD_GPG_ENABLED=false
     ARGOCD_APPLICATIONSET_CONTROLLER_REQUEUE_AFTER=5s)
   start argocd-repo-server "${argo_environment[@]}" ARGOCD_BINARY_NAME=argocd-repo-server \
