@@ -226,11 +226,18 @@ def evict(node: LocalNode, namespace: str, pod: str, tmp_path: Path) -> None:
 
 def workers_said(node: LocalNode, namespace: str, job: Any) -> str:
     """What each worker printed last (every incarnation: the launcher says whether a failure
-    counted and why it stopped), then the node's log: what a timeout needs to be understood."""
+    counted and why it stopped), the job's state records (the stops and failures the launchers
+    read), then the node's log: what a timeout needs to be understood."""
     parts = []
     for index in range(2):
         pod = job.pod("worker", index)
         parts.append(f"--- {pod}:\n" + "\n".join(node.pod_lines(namespace, pod)[-40:]))
+    try:
+        records = state_records(node, namespace, job)
+    except Exception as failure:  # a description must not hide the timeout
+        records = {"(unreadable)": str(failure)}
+    parts.append("--- state records:\n" + "\n".join(
+        f"{key}: {value}" for key, value in sorted(records.items())))
     return "\n".join(parts) + "\n--- node:\n" + node.log()[-2000:]
 
 
