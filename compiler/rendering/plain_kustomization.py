@@ -63,13 +63,13 @@ def _render(directory: Path, before_components: bool) -> list[KubernetesObject] 
     present = [name for name in KUSTOMIZATION_FILE_NAMES if os.path.lexists(directory / name)]
     if present != ["kustomization.yaml"]:
         return None
-    kustomization = read_kustomization(_regular_file_text(directory / "kustomization.yaml"))
+    kustomization = read_kustomization(regular_file_text(directory / "kustomization.yaml"))
     if before_components and isinstance(kustomization, dict):
         kustomization = {key: value for key, value in kustomization.items()
                          if key != "components"}
     if kustomization is None or not _is_plain(kustomization):
         return None
-    texts = [_regular_file_text(directory / name) for name in kustomization["resources"]]
+    texts = [regular_file_text(directory / name) for name in kustomization["resources"]]
     found: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for document in _one_document_each(texts):
         if not _is_object(document):
@@ -101,7 +101,7 @@ def _one_document_each(texts: list[str]) -> list[Any]:
     return each
 
 
-def _regular_file_text(path: Path) -> str:
+def regular_file_text(path: Path) -> str:
     """The text of a regular file, never through a link; ValueError for anything else."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     with os.fdopen(descriptor, "rb") as handle:

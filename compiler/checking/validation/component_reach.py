@@ -23,12 +23,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tfcompile.compiler.rendering.manifests import KubernetesObject, name_of, namespace_of
+from tfcompile.compiler.rendering.plain_kustomization import regular_file_text
 from tfcompile.compiler.rendering.remote_resources import (
     KUSTOMIZATION_FILE_NAMES,
     read_kustomization,
@@ -42,8 +42,9 @@ _TARGET_FIELDS = frozenset({"group", "version", "kind", "name", "namespace", "la
                             "annotationSelector"})
 # A kind Kustomize matches as itself: its selector fields are anchored regular expressions.
 _LITERAL_KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*")
-_LARGEST_COMPONENT_BYTES = 64 * 1024
-"""A component file larger than this is left to Kustomize's steps (tfcompile's are ~2 KiB)."""
+_LARGEST_COMPONENT_CHARACTERS = 64 * 1024
+"""A component file larger than this is left to Kustomize's steps (tfcompile's are ~2 KiB;
+the texts read are kept, `_kinds_in`)."""
 
 Identity = tuple[str, str, str, str]
 """An object as Kustomize tells it apart: API version, kind, namespace, name."""
@@ -172,13 +173,7 @@ def _component_text(directory: Path) -> str | None:
     if len(present) != 1:
         return None
     try:
-        descriptor = os.open(directory / present[0], os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(descriptor, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
-            data = handle.read(_LARGEST_COMPONENT_BYTES + 1)
-        if len(data) > _LARGEST_COMPONENT_BYTES:
-            return None
-        return data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = regular_file_text(directory / present[0])
+    except (OSError, UnicodeDecodeError, ValueError):
         return None
+    return text if len(text) <= _LARGEST_COMPONENT_CHARACTERS else None
