@@ -7,6 +7,7 @@ import functools
 import itertools
 import os
 import shutil
+import stat
 import subprocess
 import textwrap
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from tfcompile.compiler.kubernetes_versions import (
     DEFAULT_KUBERNETES_VERSION,
     OLDEST_KUBERNETES_VERSION,
 )
-from tfcompile.compiler.rendering.kustomize import render
+from tfcompile.compiler.rendering.kustomize import find_renderer, render
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 EXAMPLES = REPOSITORY / "examples"
@@ -215,5 +216,23 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 
 # The session's real node, for the tests that run pods (imported last: it builds on the above).
+@pytest.fixture
+def kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A log with a line for every Kustomize run, through a stand-in on PATH that runs the
+    real one."""
+    real = find_renderer().command[0]
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    log = tmp_path / "kustomize-runs.log"
+    shim = shims / Path(real).name
+    # Only renders count: another test's leftover thread may run kubectl for other work.
+    shim.write_text(f'#!/bin/sh\ncase "$1" in kustomize|build) echo run >> "{log}";; esac\n'
+                    f'exec "{real}" "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    log.write_text("")
+    return log
+
+
 from tests.node_fixture import real_node  # noqa: E402, F401
 from tests.podman_fixture import podman_images  # noqa: E402, F401

@@ -5,9 +5,7 @@ replaced `tensorflow` command or args are errors. All rendered with the real kus
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +23,7 @@ from tfcompile.compiler.checking.validation.component_steps import (
     steps_and_final,
 )
 from tfcompile.compiler.checking.validation.validator import validate
-from tfcompile.compiler.rendering.kustomize import find_renderer, render
+from tfcompile.compiler.rendering.kustomize import render
 from tfcompile.compiler.rendering.manifests import parse_manifests
 
 OWN_TOLERATION = """\
@@ -401,24 +399,6 @@ def test_a_kustomization_that_needs_its_components_is_noted_not_checked(
     assert "note: what each component changes was not checked: rendering before each " \
         "component failed: " in result.stdout
     assert "tfcompile-components-" not in result.stdout
-
-
-@pytest.fixture
-def kustomize_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A log with a line for every Kustomize run, through a stand-in on PATH that runs the
-    real one."""
-    real = find_renderer().command[0]
-    shims = tmp_path / "shims"
-    shims.mkdir()
-    log = tmp_path / "kustomize-runs.log"
-    shim = shims / Path(real).name
-    # Only renders count: another test's leftover thread may run kubectl for other work.
-    shim.write_text(f'#!/bin/sh\ncase "$1" in kustomize|build) echo run >> "{log}";; esac\n'
-                    f'exec "{real}" "$@"\n')
-    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
-    log.write_text("")
-    return log
 
 
 def test_the_renderings_made_in_one_run_equal_those_made_one_by_one(

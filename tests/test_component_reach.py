@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import OVERLAYS, Result, job_text
-from tests.test_component_conflicts import kustomize_runs  # noqa: F401  (a fixture)
 from tfcompile.compiler.checking.validation import component_reach, validator
 from tfcompile.compiler.checking.validation.component_reach import (
     kinds_each_changes,
@@ -82,7 +81,7 @@ def test_told_steps_equal_the_steps_kustomize_renders(
 
 
 def test_a_component_changing_what_the_job_set_is_found_with_one_kustomize_run(
-        tmp_path: Path, run_cli: Callable[..., Result], kustomize_runs: Path,  # noqa: F811
+        tmp_path: Path, run_cli: Callable[..., Result], kustomize_runs: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A component replacing the labels of the job's ConfigMaps, behind gpu and azure: found
     from the job's one rendering, in the words the rendered steps give."""
