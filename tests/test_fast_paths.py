@@ -414,6 +414,86 @@ def test_pods_expanded_once_equal_pods_expanded_one_by_one(extra_value: str) -> 
     assert dict(third.environment) == dict(one_by_one[3].containers[0].environment)
 
 
+def _broken(value: Any, chooser: random.Random) -> Any:
+    """`value` with one mapping given an unknown field and one leaf a wrong type (its
+    apiVersion and kind kept: they say which schema is checked)."""
+    mappings: list[dict[str, Any]] = []
+    leaves: list[tuple[Any, Any]] = []
+
+    def walk(node: Any) -> None:
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        if isinstance(node, dict):
+            mappings.append(node)
+        for key, item in items:
+            if isinstance(item, (dict, list)):
+                walk(item)
+            elif node is not value or key not in ("apiVersion", "kind"):
+                leaves.append((node, key))
+
+    walk(value)
+    chooser.choice(mappings)["notAField"] = 1
+    holder, key = chooser.choice(leaves)
+    holder[key] = [{"wrong": "type"}] if isinstance(holder[key], str) else "wrong type"
+    return value
+
+
+def test_the_inlined_schemas_find_the_errors_the_referring_schemas_find() -> None:
+    """`validate` checks each kind with the shared definitions written in place; the schema
+    files as kubernetes-validate ships them, resolved by jsonschema's registry, must find the
+    same errors at the same places, on broken copies of every example's objects and on a CRD
+    (whose schema refers to itself)."""
+    import copy
+    import json
+
+    import jsonschema  # type: ignore[import-untyped, unused-ignore]
+    from referencing import Registry, Resource
+
+    from tfcompile.compiler.checking.validation.schemas import _validator
+    from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, schema_directory
+    from tfcompile.compiler.yaml_input import read_manifests
+
+    version = DEFAULT_KUBERNETES_VERSION
+    directory = schema_directory(version)
+    registry = Resource.from_contents(
+        json.loads(directory.joinpath("_definitions.json").read_text())) @ Registry()
+    objects = [item for name in sorted(OUTPUT.glob("*/*.yaml"))
+               if name.name != "kustomization.yaml"
+               for item in read_manifests(name.read_text()) if item]
+    objects.append({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "trials.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"kind": "Trial", "plural": "trials"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+                     "openAPIV3Schema": {"type": "object", "properties": {"spec": {
+                         "type": "object", "properties": {"steps": {
+                             "type": "array", "items": {"type": "integer"}}}}}}}}]}})
+    chooser = random.Random(20261202)
+    broken = [_broken(copy.deepcopy(item), chooser) for item in objects]
+    kinds = {(item["apiVersion"], item["kind"]) for item in broken}
+    assert len(kinds) >= 8 and len(broken) >= 100
+
+    def file_of(api_version: str, kind: str) -> Any:
+        group, _, short = api_version.rpartition("/")
+        group_version = f"{group.split('.')[0]}-{short}" if group else short
+        return directory.joinpath(f"{kind.lower()}-{group_version}.json")
+
+    def errors(validator: Any, item: Any) -> list[tuple[Any, ...]]:
+        return sorted((list(error.absolute_path), error.validator, error.message)
+                      for error in validator.iter_errors(item))
+
+    referring_of: dict[tuple[str, str], Any] = {}
+    for item in broken:
+        kind = (item["apiVersion"], item["kind"])
+        if kind not in referring_of:
+            referring_of[kind] = jsonschema.Draft202012Validator(
+                json.loads(file_of(*kind).read_text()), registry=registry)
+        referring = referring_of[kind]
+        expected = errors(referring, item)
+        assert expected, item["kind"]
+        assert errors(_validator(version, item["apiVersion"], item["kind"]), item) == expected
+
+
 @pytest.mark.slow
 def test_validate_memory_grows_with_tasks_not_their_square(
     tmp_path: Path, run_cli: Callable[..., Result]

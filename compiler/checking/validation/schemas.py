@@ -4,6 +4,12 @@ A patch in an overlay can add a misspelt field or a wrong type that Kustomize ha
 the API server rejects at sync time; strict schemas (no unknown fields) catch that in CI. The
 schema files are those the `kubernetes-validate` package ships; this module loads them once per
 version and reports every error of every object, not only the first.
+
+A kind's schema is checked with its references to the shared definitions written in place
+(`_inlined`), once per kind and process: a `$ref` looked up for every value checked was over a
+third of the time the checks took (1,400 objects of 100 jobs: 0.92 s of CPU, 0.57 s inlined),
+for the same errors. A definition that refers back to itself (a CRD's `JSONSchemaProps`) keeps
+its reference there, resolved through the registry as before.
 """
 
 from __future__ import annotations
@@ -69,10 +75,42 @@ def _schema_file_name(api_version: str, kind: str) -> str:
     return f"{kind.lower()}-{group_version}.json"
 
 
+_DEFINITION_REFERENCE = "#/$defs/"
+_ANNOTATIONS = frozenset({"description"})
+"""Keys beside a `$ref` that check nothing, so the definition can stand in its place alone."""
+
+
+@functools.cache
+def _definitions_document(version: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(
+        schema_directory(version).joinpath("_definitions.json").read_text())
+    return document
+
+
 @functools.cache
 def _registry(version: str) -> Registry[Any]:
-    definitions = json.loads(schema_directory(version).joinpath("_definitions.json").read_text())
-    return Resource.from_contents(definitions) @ Registry()
+    return Resource.from_contents(_definitions_document(version)) @ Registry()
+
+
+def _inlined(value: Any, document: dict[str, Any], enclosing: frozenset[str]) -> Any:
+    """`value` with each reference to a shared definition replaced by the definition (itself
+    inlined), except inside that definition (`enclosing`), where it stays, made absolute."""
+    if isinstance(value, list):
+        return [_inlined(item, document, enclosing) for item in value]
+    if not isinstance(value, dict):
+        return value
+    reference = value.get("$ref")
+    if not isinstance(reference, str) or _DEFINITION_REFERENCE not in reference:
+        return {key: _inlined(item, document, enclosing) for key, item in value.items()}
+    name = reference.rpartition(_DEFINITION_REFERENCE)[2]
+    definitions = document["$defs"]
+    if name in enclosing or name not in definitions:
+        return {**value, "$ref": f"{document['$id']}{_DEFINITION_REFERENCE}{name}"}
+    definition = _inlined(definitions[name], document, enclosing | {name})
+    rest = {key: item for key, item in value.items() if key != "$ref"}
+    if rest.keys() <= _ANNOTATIONS:
+        return definition
+    return {"allOf": [definition], **_inlined(rest, document, enclosing)}
 
 
 @functools.cache
@@ -91,7 +129,8 @@ def _validator(version: str, api_version: str, kind: str) -> jsonschema.Draft202
     ):
         # The file name drops the group's domain; make sure it is this group's schema.
         return None
-    return jsonschema.Draft202012Validator(schema, registry=_registry(version))
+    return jsonschema.Draft202012Validator(
+        _inlined(schema, _definitions_document(version), frozenset()), registry=_registry(version))
 
 
 def _error_order(error: SchemaError) -> tuple[str, str]:
