@@ -9,7 +9,9 @@ parts of the example's contract those tests watch, with the standard library alo
   then a line per epoch;
 - it listens on its own `TF_CONFIG` address and the workers go through each epoch together, as
   MultiWorkerMirroredStrategy's collectives make them: a worker that cannot reach a peer it has
-  reached before stops with exit 1, as a collective fails when a peer dies;
+  reached before stops with exit 1, as a collective fails when a peer dies (nothing listens at
+  its address any more, or its name no longer resolves; a peer that is only slow to answer on a
+  loaded node is lost after `PEER_SILENT_SECONDS`);
 - it keeps the example's files on the shared volume: `progress/<type>-<index>.log` (one JSON line
   per epoch: attempt, epoch), `backup/epoch` (worker 0's last completed epoch, every
   `--save-every` epochs, where a new attempt resumes; removed when training completes, as
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 PEER_WAIT_SECONDS = 120.0
+PEER_SILENT_SECONDS = 20.0
 POLL_SECONDS = 0.1
 LINGER_SECONDS = 3.0
 
@@ -57,14 +60,24 @@ def serve(port: int, progress: Progress) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
-def ask(address: str) -> int | None:
-    """A peer's completed epochs, or None when it cannot be reached."""
+def ask(address: str) -> int | str:
+    """A peer's completed epochs, or why it did not answer: `gone` (refused, reset, its name
+    no longer resolves, no answer before the connection closed) or `slow` (no answer in 2 s,
+    or a name server that did not answer)."""
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=2) as connection:
-            return int(connection.makefile().readline())
-    except (OSError, ValueError):
-        return None
+            line = connection.makefile().readline()
+    except TimeoutError:
+        return "slow"
+    except socket.gaierror as error:
+        return "slow" if error.errno == socket.EAI_AGAIN else "gone"
+    except OSError:
+        return "gone"
+    try:
+        return int(line)
+    except ValueError:
+        return "gone"
 
 
 def wait_for_peers(peers: list[str], epoch: int, reached: set[str]) -> None:
@@ -72,14 +85,17 @@ def wait_for_peers(peers: list[str], epoch: int, reached: set[str]) -> None:
     before no longer does, or one never answers."""
     started = time.monotonic()
     waiting = list(peers)
+    silent_since: dict[str, float] = {}
     while waiting:
         for address in list(waiting):
             answer = ask(address)
-            if answer is None:
-                if address in reached:
-                    print(f"stand-in: lost peer {address}", flush=True)
+            if isinstance(answer, str):
+                silent = time.monotonic() - silent_since.setdefault(address, time.monotonic())
+                if address in reached and (answer == "gone" or silent > PEER_SILENT_SECONDS):
+                    print(f"stand-in: lost peer {address} ({answer})", flush=True)
                     raise SystemExit(1)
                 continue
+            silent_since.pop(address, None)
             reached.add(address)
             if answer >= epoch:
                 waiting.remove(address)

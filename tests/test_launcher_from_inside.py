@@ -355,6 +355,33 @@ def test_a_stop_is_recorded_until_the_training_ends_or_the_kubelet_kills_it(
         program.STOP_SECONDS
 
 
+@pytest.mark.parametrize("ends_after", [0.5, 12.0], ids=["at once", "after a checkpoint"])
+def test_a_stop_the_api_server_did_not_take_is_recorded_before_the_training_has_ended(
+        make_pod: Any, monkeypatch: pytest.MonkeyPatch, ends_after: float) -> None:
+    """Eviction on a loaded node: the API server does not take the stop's first two writes
+    (the launcher's first attempt at the signal). Without a deadline the record is still
+    written again until it is taken, by the time the training has ended, so a peer whose
+    training fails with this one finds it and does not count that failure."""
+    pod = make_pod()
+    writing = pod.api.record
+    refused: list[dict[str, str]] = []
+
+    def record(name: str, entries: dict[str, str], *arguments: Any) -> None:
+        if entries.get(TASK, "").startswith("stopped ") and len(refused) < 2:
+            refused.append(entries)
+            raise OSError("timed out")
+        writing(name, entries, *arguments)
+
+    monkeypatch.setattr(pod.api, "record", record)
+    training = pod.training(signals_launcher=[20.0], ends_after_term=ends_after)
+    assert pod.run(training) == "exit 143"
+    assert len(refused) == 2
+    stops = [when for when, entries in pod.api.history
+             if entries.get(TASK, "").startswith(f"stopped {REVISION} ")]
+    assert stops and training.ended is not None and stops[0] <= training.ended
+    assert pod.api.data[TASK].endswith(" stops 1")
+
+
 NESTED = b"[" * 2000 + b"]" * 2000
 
 

@@ -92,10 +92,13 @@ deadline's clock counts its time (`State.renew_stop`), and the kubelet may kill 
 with it at the end of the grace period."""
 IDLE_SECONDS = 3600.0
 """How long an idle launcher sleeps at a time."""
-PEER_RECORD_SECONDS = 15.0
+PEER_RECORD_SECONDS = 30.0
 """How long the launcher of a failed training looks for a peer's stop before it counts the
 failure. A peer records a signal before its training ends, but a failure it was not counted
-for only once its training has ended, and the failures of the two trainings come together."""
+for only once its training has ended, and the failures of the two trainings come together; on
+a loaded node the kubelet may signal the peer some seconds after its training was lost, and a
+record the API server did not take at once is written again while the peer's training stops
+(`STOP_CLOCK_SECONDS`). A failure that is counted waits this long for its restart."""
 PEER_RECORD_POLL_SECONDS = 1.0
 
 
@@ -257,10 +260,12 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
     while True:
         wait = gate.watch_seconds if progress is None else min(gate.watch_seconds,
                                                                 PROGRESS_SECONDS)
+        if stopping:
+            wait = STOP_CLOCK_SECONDS
         if until is not None:
             if time.time() >= until:
                 return Ending(stop(child), deadline=True, signalled=bool(stopping))
-            wait = max(0.1, min(STOP_CLOCK_SECONDS if stopping else wait, until - time.time()))
+            wait = max(0.1, min(wait, until - time.time()))
         try:
             status = child.wait(timeout=wait)
             break
@@ -268,7 +273,10 @@ def train(command: list[str], gate: RevisionGate, state: State, until: float | N
             pass
         report_progress(state, progress)
         if stopping:
-            if until is not None:  # without a deadline, the clock counts for nothing
+            # Without a deadline the clock counts for nothing, but a stop the API server has
+            # not taken yet is written again: a peer whose training fails with this one looks
+            # for it (`stopped_peers`).
+            if until is not None or state.unsaved:
                 state.renew_stop()
             continue
         if not gate.peers:

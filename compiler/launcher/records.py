@@ -68,6 +68,8 @@ class State:
         self.records: dict[str, str] = {}
         self.started = time.time()
         self.stops = 0
+        self.unsaved = False
+        """The API server lacks this task's latest training record (a write failed)."""
         if not os.path.exists(os.path.join(where["account"], "token")):
             return  # no API server to record in (a local run): this pod's emptyDir only
         try:
@@ -179,18 +181,26 @@ class State:
                         + str(self.stops), attempts=2, timeout=STOP_RECORD_SECONDS)
 
     def save_clock(self, record: str, attempts: int = 6, timeout: float = 30.0) -> None:
+        """Write the training record here and in the API server. Only a record the API server
+        took counts as recorded there: one it refused or never answered is written again by
+        the next call, even if that record is the same (`unsaved` says one is owed)."""
         with open(self.marker(CLOCK_FILE), "w") as marker:
             marker.write(record + "\n")
-        if self.records.get(self.task) == record:
+        if self.records.get(self.task) == record and not self.unsaved:
             return
+        if self.api is None:
+            self.records[self.task] = record
+            return
+        try:
+            self.api.record(self.settings["stateConfigMap"], {self.task: record}, attempts,
+                            timeout)
+        except (OSError, ValueError) as error:
+            self.unsaved = True
+            say("could not record " + repr(record) + " in the API server ("
+                + describe(error) + "); trying again")
+            return
+        self.unsaved = False
         self.records[self.task] = record
-        if self.api is not None:
-            try:
-                self.api.record(self.settings["stateConfigMap"], {self.task: record}, attempts,
-                                timeout)
-            except (OSError, ValueError) as error:
-                say("could not record " + repr(record) + " in the API server ("
-                    + describe(error) + ")")
 
     def read_marker(self, name: str) -> str:
         try:
