@@ -207,3 +207,12 @@ def test_the_refusal_is_an_exception_listing_every_entry(job: Path) -> None:
         render(job)
     assert [entry.field for entry in refused.value.entries] == ["resources[0]", "resources[1]"]
     assert str(refused.value).count("\n") == 1
+
+
+def test_a_kustomization_only_the_pure_parser_reads_is_still_checked(tmp_path: Path) -> None:
+    """libyaml refuses a colon inside a flow mapping's plain value, which YAML and Kustomize
+    allow; such a kustomization is read all the same, and its remote base found."""
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources: [https://example.invalid/base]\n"
+        "images: [{name: app, newName: registry.example.invalid:5000/app}]\n")
+    assert [entry.field for entry in remote_entries(tmp_path)] == ["resources[0]"]
