@@ -197,7 +197,7 @@ class State:
         except (OSError, ValueError) as error:
             self.unsaved = True
             say("could not record " + repr(record) + " in the API server ("
-                + describe(error) + "); trying again")
+                + describe(error) + "); it is written again with the next record")
             return
         self.unsaved = False
         self.records[self.task] = record
