@@ -8,10 +8,11 @@ parts of the example's contract those tests watch, with the standard library alo
 - it reads `TF_CONFIG` and prints `<type>-<index>: <n> replicas, attempt <id>` as the example does,
   then a line per epoch;
 - it listens on its own `TF_CONFIG` address and the workers go through each epoch together, as
-  MultiWorkerMirroredStrategy's collectives make them: a worker that cannot reach a peer it has
-  reached before stops with exit 1, as a collective fails when a peer dies (nothing listens at
-  its address any more, or its name no longer resolves; a peer that is only slow to answer on a
-  loaded node is lost after `PEER_SILENT_SECONDS`);
+  MultiWorkerMirroredStrategy's collectives make them: a worker that loses a peer it has
+  reached stops with exit 1, as a collective fails when a peer dies or is replaced (nothing
+  listens at its address any more, its name no longer resolves, or another attempt answers
+  there; a peer that is only slow to answer on a loaded node is lost after
+  `PEER_SILENT_SECONDS`);
 - it keeps the example's files on the shared volume: `progress/<type>-<index>.log` (one JSON line
   per epoch: attempt, epoch), `backup/epoch` (worker 0's last completed epoch, every
   `--save-every` epochs, where a new attempt resumes; removed when training completes, as
@@ -43,16 +44,17 @@ LINGER_SECONDS = 3.0
 
 
 class Progress:
-    """The epochs this worker has completed, answered to peers that ask."""
+    """The epochs this worker has completed, answered to peers that ask with its attempt."""
 
-    def __init__(self, completed: int) -> None:
+    def __init__(self, completed: int, attempt: str) -> None:
         self.completed = completed
+        self.attempt = attempt
 
 
 def serve(port: int, progress: Progress) -> None:
     class Answer(socketserver.BaseRequestHandler):
         def handle(self) -> None:
-            self.request.sendall(f"{progress.completed}\n".encode())
+            self.request.sendall(f"{progress.completed} {progress.attempt}\n".encode())
 
     socketserver.ThreadingTCPServer.allow_reuse_address = True
     server = socketserver.ThreadingTCPServer(("", port), Answer)
@@ -60,10 +62,10 @@ def serve(port: int, progress: Progress) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
-def ask(address: str) -> int | str:
-    """A peer's completed epochs, or why it did not answer: `gone` (refused, reset, its name
-    no longer resolves, no answer before the connection closed) or `slow` (no answer in 2 s,
-    or a name server that did not answer)."""
+def ask(address: str) -> tuple[int, str] | str:
+    """A peer's completed epochs and attempt, or why it did not answer: `gone` (refused,
+    reset, its name no longer resolves, no answer before the connection closed) or `slow` (no
+    answer in 2 s, or a name server that did not answer)."""
     host, _, port = address.rpartition(":")
     try:
         with socket.create_connection((host, int(port)), timeout=2) as connection:
@@ -74,15 +76,15 @@ def ask(address: str) -> int | str:
         return "slow" if error.errno == socket.EAI_AGAIN else "gone"
     except OSError:
         return "gone"
-    try:
-        return int(line)
-    except ValueError:
+    completed, _, attempt = line.strip().partition(" ")
+    if not completed.isdigit() or not attempt:
         return "gone"
+    return int(completed), attempt
 
 
-def wait_for_peers(peers: list[str], epoch: int, reached: set[str]) -> None:
+def wait_for_peers(peers: list[str], epoch: int, reached: dict[str, str]) -> None:
     """Return when every peer has completed `epoch` epochs; exit 1 when one that answered
-    before no longer does, or one never answers."""
+    before (`reached`: the attempt that answered) is gone or replaced, or one never answers."""
     started = time.monotonic()
     waiting = list(peers)
     silent_since: dict[str, float] = {}
@@ -96,8 +98,11 @@ def wait_for_peers(peers: list[str], epoch: int, reached: set[str]) -> None:
                     raise SystemExit(1)
                 continue
             silent_since.pop(address, None)
-            reached.add(address)
-            if answer >= epoch:
+            completed, attempt = answer
+            if reached.setdefault(address, attempt) != attempt:
+                print(f"stand-in: lost peer {address} (replaced)", flush=True)
+                raise SystemExit(1)
+            if completed >= epoch:
                 waiting.remove(address)
         if waiting and time.monotonic() - started > PEER_WAIT_SECONDS:
             print(f"stand-in: peers {waiting} never reached epoch {epoch}", flush=True)
@@ -130,7 +135,7 @@ def main() -> None:
     initial_epoch = int(backup.read_text()) if backup.exists() else 0
     attempt = f"{socket.gethostname()}-{os.getpid()}-{int(time.time() * 1000)}"
     print(f"{task_type}-{task_index}: {len(workers)} replicas, attempt {attempt}", flush=True)
-    progress = Progress(initial_epoch)
+    progress = Progress(initial_epoch, attempt)
 
     def save_and_exit(number: int, frame: object) -> None:
         write_atomically(backup, str(progress.completed))
@@ -144,7 +149,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, save_and_exit)
     serve(int(workers[task_index].rpartition(":")[2]), progress)
     peers = [address for index, address in enumerate(workers) if index != task_index]
-    reached: set[str] = set()
+    reached: dict[str, str] = {}
     if initial_epoch < arguments.epochs:  # after the last epoch there is nothing to train together
         wait_for_peers(peers, initial_epoch, reached)
     log = shared / "progress" / f"{task_type}-{task_index}.log"
