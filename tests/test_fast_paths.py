@@ -448,7 +448,7 @@ def test_the_inlined_schemas_find_the_errors_the_referring_schemas_find() -> Non
     import jsonschema  # type: ignore[import-untyped, unused-ignore]
     from referencing import Registry, Resource
 
-    from tfcompile.compiler.checking.validation.schemas import _validator
+    from tfcompile.compiler.checking.validation.schemas import _schema_file_name, _validator
     from tfcompile.compiler.kubernetes_versions import DEFAULT_KUBERNETES_VERSION, schema_directory
     from tfcompile.compiler.yaml_input import read_manifests
 
@@ -473,11 +473,6 @@ def test_the_inlined_schemas_find_the_errors_the_referring_schemas_find() -> Non
     kinds = {(item["apiVersion"], item["kind"]) for item in broken}
     assert len(kinds) >= 8 and len(broken) >= 100
 
-    def file_of(api_version: str, kind: str) -> Any:
-        group, _, short = api_version.rpartition("/")
-        group_version = f"{group.split('.')[0]}-{short}" if group else short
-        return directory.joinpath(f"{kind.lower()}-{group_version}.json")
-
     def errors(validator: Any, item: Any) -> list[tuple[Any, ...]]:
         return sorted((list(error.absolute_path), error.validator, error.message)
                       for error in validator.iter_errors(item))
@@ -487,7 +482,8 @@ def test_the_inlined_schemas_find_the_errors_the_referring_schemas_find() -> Non
         kind = (item["apiVersion"], item["kind"])
         if kind not in referring_of:
             referring_of[kind] = jsonschema.Draft202012Validator(
-                json.loads(file_of(*kind).read_text()), registry=registry)
+                json.loads(directory.joinpath(_schema_file_name(*kind)).read_text()),
+                registry=registry)
         referring = referring_of[kind]
         expected = errors(referring, item)
         assert expected, item["kind"]
