@@ -7,13 +7,14 @@ kustomization with its own OpenAPI schema followed by jobs that need the built-i
 library keeps its schema between renderings), `sortOptions`, a failure, and a directory named
 from another working directory. `validate` gives the same reports with it and without it (a
 server for each worker process, not each job), and a server that stops leaves the rendering to
-the kustomize command."""
+the kustomize command, and none outlives the process that started it."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -191,6 +192,42 @@ def test_a_server_that_stops_leaves_the_rendering_to_the_kustomize_command(
     expected = kustomize_build(kustomize, str(example), Path.cwd())[1].decode()
     assert render(example) == expected
     assert render(example) == expected  # not asked again: the command renders
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_server_outlives_the_process_that_started_it(tmp_path: Path, workers: int) -> None:
+    """The server is waited for when its process ends, in the main process and in `validate`'s
+    workers: none is left running, and its CPU time is its parent's children's (a benchmark
+    counts it). The stand-in takes a second to end after its input ends; a process that did not
+    wait for it would be gone before it wrote that it ended."""
+    bin_directory = tmp_path / "bin"
+    bin_directory.mkdir()
+    started, ended = tmp_path / "started", tmp_path / "ended"
+    (bin_directory / "tfcompile-kustomize").write_text(
+        f"#!/bin/sh\necho $$ >> {started}\n"
+        "while read request; do printf '{\"ok\": false, \"size\": 4}\\nnope'; done\n"
+        f"sleep 1\necho $$ >> {ended}\n")
+    (bin_directory / "tfcompile-kustomize").chmod(0o755)
+    examples = [tmp_path / "first", tmp_path / "second"]
+    for example in examples:  # a name prefix: rendered by Kustomize, not read as written
+        example.mkdir()
+        (example / "kustomization.yaml").write_text("resources: [map.yaml]\nnamePrefix: x-\n")
+        (example / "map.yaml").write_text("apiVersion: v1\nkind: ConfigMap\n"
+                                          "metadata: {name: settings}\n")
+    program = ("import sys\nfrom pathlib import Path\n"
+               "from tfcompile.compiler.checking.validation.many_jobs import validate_many\n"
+               "outcomes = list(validate_many([Path(name) for name in sys.argv[2:]],"
+               " workers=int(sys.argv[1])))\n"
+               "assert [outcome.render_error for outcome in outcomes] =="
+               " [f'{name}: `tfcompile-kustomize` failed: nope' for name in sys.argv[2:]]\n")
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(workers), *map(str, examples)],
+        env={**os.environ, "PATH": f"{bin_directory}{os.pathsep}{os.environ['PATH']}"},
+        cwd=REPOSITORY, capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ended.exists(), "the process ended before its server"
+    # A worker that found no job left started no server.
+    assert sorted(ended.read_text().split()) == sorted(started.read_text().split())
 
 
 def test_validate_reports_the_same_with_the_server(

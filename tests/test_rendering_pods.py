@@ -278,3 +278,18 @@ def test_a_digest_kustomize_leaves_unquoted_is_read_as_the_string_it_is(tmp_path
     assert "revision: 459292e26177\n" in rendered
     (config,) = parse_manifests(rendered)
     assert config["metadata"]["annotations"] == {"revision": "459292e26177", "small": "1e3"}
+
+
+def test_a_server_that_stops_with_no_command_beside_it_is_named_in_the_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`tfcompile-kustomize` is on PATH but stops at once, and there is no `kustomize` or
+    `kubectl` to render instead: the error says which program stopped and what to install."""
+    (tmp_path / "tfcompile-kustomize").write_text("#!/bin/sh\nread request\nexit 3\n")
+    (tmp_path / "tfcompile-kustomize").chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RenderError) as stopped:
+        render(FIXTURE)
+    assert str(stopped.value) == (
+        f"{FIXTURE}: `tfcompile-kustomize` stopped without an answer, and neither `kustomize` "
+        "nor `kubectl` is on PATH: install one of them "
+        "(https://kubectl.docs.kubernetes.io/installation/kustomize/) to render the output")

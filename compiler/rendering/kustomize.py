@@ -101,7 +101,12 @@ def render(
     if chosen.server:
         answer = render_with_server(chosen.command[0], directory, RENDER_TIMEOUT_SECONDS)
         if answer is None:  # the server stopped: this process renders with the command
-            chosen = find_command_renderer()
+            try:
+                chosen = find_command_renderer()
+            except RenderError as missing:
+                raise RenderError(
+                    f"{directory}: `{chosen.description}` stopped without an answer, and "
+                    f"{missing}") from None
         elif answer.ok:
             return answer.text
         else:

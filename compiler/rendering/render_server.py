@@ -14,12 +14,16 @@ Protocol: per request a JSON line, the directory and the working directory to na
 read alike); per answer a JSON line
 `{"ok": bool, "size": N}` and N bytes, the rendering or the error. A server that stops, answers
 out of protocol or runs past the time limit is stopped, and the caller renders that directory
-with the kustomize command instead.
+with the kustomize command instead. When a process ends, its server is told so (its input ends)
+and waited for: no server outlives the process that started it, and its CPU time is counted in
+that process's children's, as a `kustomize build` run's is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing.util
 import os
 import select
 import shutil
@@ -31,6 +35,7 @@ from pathlib import Path
 
 SERVER_NAME = "tfcompile-kustomize"
 _HEADER_BYTES = 256
+_FINISH_SECONDS = 10
 
 
 class ServerStopped(Exception):
@@ -114,9 +119,22 @@ class _Server:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+        self._close_streams()
+
+    def finish(self) -> None:
+        """End the server's input, so it ends, and wait for it (killed if it does not)."""
+        self._close_streams()
+        try:
+            self.process.wait(timeout=_FINISH_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def _close_streams(self) -> None:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
-                stream.close()
+                with contextlib.suppress(OSError):  # a write the server did not read
+                    stream.close()
 
 
 _servers: dict[tuple[int, str], _Server] = {}
@@ -135,6 +153,7 @@ def render_with_server(program: str, directory: Path, timeout_seconds: float) ->
         try:
             if server is None:
                 server = _servers[key] = _Server(program)
+                _finish_at_exit(key)
             return server.ask(directory, timeout_seconds)
         except (OSError, ServerStopped):
             _given_up.add(key)
@@ -142,3 +161,17 @@ def render_with_server(program: str, directory: Path, timeout_seconds: float) ->
             if stopped is not None:
                 stopped.stop()
             return None
+
+
+def _finish_at_exit(key: tuple[int, str]) -> None:
+    """Finish the server of `key` when this process ends. A multiprocessing finalizer runs at
+    the end of the main process (as `atexit` does) and also at the end of a forked worker, where
+    `atexit` does not; a worker starts with its parent's finalizers cleared."""
+    multiprocessing.util.Finalize(None, _finish, args=(key,), exitpriority=0)
+
+
+def _finish(key: tuple[int, str]) -> None:
+    with _lock:
+        server = _servers.pop(key, None)
+    if server is not None and key[0] == os.getpid():
+        server.finish()
