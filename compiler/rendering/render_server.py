@@ -173,5 +173,7 @@ def _finish_at_exit(key: tuple[int, str]) -> None:
 def _finish(key: tuple[int, str]) -> None:
     with _lock:
         server = _servers.pop(key, None)
+    # A process forked other than by multiprocessing keeps its parent's finalizers: the
+    # parent's server is not its to end.
     if server is not None and key[0] == os.getpid():
         server.finish()
